@@ -1,0 +1,89 @@
+// kda/cpu/inter_solve.hpp: chunk_kda_inter_solve for kda::cpu_backend.
+//
+// Work items are (chunk, value head) pairs; a pool of cpu_backend::threads workers takes them in
+// blocks from an atomic counter. Each item runs detail::inter_solve_chunk with Eigen tiles. Items
+// write disjoint rows, so no synchronisation is needed beyond joining the workers.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../detail/schedule.hpp"
+#include "../inter_solve.hpp"
+#include "../params.hpp"
+#include "backend.hpp"
+#include "tile_ops.hpp"
+
+namespace kda {
+
+namespace cpu {
+/// Runs body(item) for item in [0, count) on `threads` workers (the caller's thread is one of them).
+template <class Body>
+void parallel_for(std::int64_t count, int threads, const Body& body) {
+    const int nt = static_cast<int>(std::min<std::int64_t>(threads, count));
+    if (nt <= 1) {
+        for (std::int64_t i = 0; i < count; ++i) body(i);
+        return;
+    }
+    // Blocks of a few items keep the counter cold; 8 blocks per worker balance tails.
+    const std::int64_t grain = std::max<std::int64_t>(1, count / (8 * static_cast<std::int64_t>(nt)));
+    std::atomic<std::int64_t> next{0};
+    auto worker = [&] {
+        for (;;) {
+            const std::int64_t lo = next.fetch_add(grain, std::memory_order_relaxed);
+            if (lo >= count) return;
+            const std::int64_t hi = std::min(count, lo + grain);
+            for (std::int64_t i = lo; i < hi; ++i) body(i);
+        }
+    };
+    std::vector<std::jthread> pool;
+    pool.reserve(static_cast<std::size_t>(nt - 1));
+    for (int t = 1; t < nt; ++t) pool.emplace_back(worker);
+    worker();
+}
+}  // namespace cpu
+
+template <int BT, int BC, int BK>
+struct chunk_kda_inter_solve<cpu_backend, BT, BC, BK> {
+    using config = tile_config<BT, BC, BK>;
+
+    /// Validates, then computes. See kda/inter_solve.hpp.
+    static void run(const cpu_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
+        detail::run_policy<chunk_kda_inter_solve, cpu_backend, BT, BC>(be, p, a);
+    }
+
+    /// Computes on validated arguments (called by the dispatcher).
+    template <class X, class Mode>
+    static void launch(const cpu_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
+        // Varlen without chunk_indices: build the list here (the CPU backend may allocate).
+        std::vector<std::int64_t> built;
+        const void* ci = nullptr;
+        bool ci64 = true;
+        std::int64_t nchunks = 0;
+        if (a.cu_seqlens.data != nullptr) {
+            if (a.chunk_indices.data != nullptr || a.chunk_indices.rank == 2) {
+                ci = a.chunk_indices.data;
+                ci64 = a.chunk_indices.type == dtype::i64;
+                nchunks = a.chunk_indices.shape[0];
+            } else {
+                built = prepare_chunk_indices(detail::read_indices(a.cu_seqlens), BT);
+                ci = built.data();
+                nchunks = static_cast<std::int64_t>(built.size() / 2);
+            }
+        }
+        const inter_solve_params<X> P = make_params<X>(p, a, ci, ci64, nchunks);
+        cpu::parallel_for(P.num_items(), be.resolved_threads(), [&](std::int64_t item) {
+            const std::int64_t i_t = item / P.HV;
+            const std::int64_t hv = item % P.HV;
+            cpu::tile_ops<X, config, Mode> ops(P, P.chunks(i_t), hv);
+            detail::inter_solve_chunk<config, Mode>(ops);
+        });
+    }
+};
+
+}  // namespace kda

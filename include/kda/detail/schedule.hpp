@@ -1,0 +1,105 @@
+// kda/detail/schedule.hpp: the tiled inter-solve algorithm of one (chunk, value head), written once
+// as phases over a backend's tile-ops policy. No Eigen, no CUDA: each backend supplies the ops.
+//
+// For a chunk of n <= BT rows cut into sub-chunks s = 0 .. NS-1 (NS = ceil(n / BC)):
+//   1. off-diagonal products, K in BK slices, with the reference gate gn = g[first row of si]:
+//        qg = q_si 2^(g_si - gn), kg = k_si 2^(g_si - gn)   (rows past n -> 0)
+//        kgt = k_sj 2^(gn - g_sj)                            (exponents <= 0 for decaying gates)
+//        Aqk_ij += qg kgt^T,  L_ij += kg kgt^T               for every si > sj
+//   2. Aqk_ij *= scale (stored); row r of L_ij *= beta[t_r]
+//   3. diagonal inverses Ai_ss = (I + L_ss)^-1 by forward substitution of Akkd (or Akkd itself
+//      in safe-gate mode)
+//   4. block merge, by distance d = i - j from the diagonal outwards:
+//        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)
+//   5. store the lower block triangle of Akk.
+//
+// The tile-ops policy `Ops` provides (slice = [BC, BK], vec = [BK], tile = [BC, BC], all in the
+// accumulator type):
+//   int  rows(s)                       valid rows of sub-chunk s (0 .. BC)
+//   int  num_k()                       K
+//   slice load_q(s, k0), load_k(s, k0), load_g(s, k0)    rows >= rows(s), columns >= K read as 0
+//   vec  first_row(slice)
+//   slice gate_down(x, g, gn, s)       x 2^(g - gn) on valid rows of s, 0 elsewhere
+//   slice gate_up(x, g, gn)            x 2^(gn - g)
+//   tile zero()
+//   void mma_nt(tile& acc, a, b)       acc += a b^T
+//   void store_aqk(tile, si, sj)       scaled by the call's scale
+//   void scale_rows_beta(tile&, si)
+//   tile load_diag(s)                  not safe: strict lower part of Akkd's block; safe: lower part
+//                                      incl. diagonal. Rows/columns past rows(s) are 0.
+//   void invert_unit_lower(tile&, s)   strictly lower L_ss -> (I + L_ss)^-1 (not safe-gate only)
+//   tile mm(a, b), void mm_acc(tile& c, a, b)  (c += a b), tile neg(a)
+//   void store_akk(tile, si, sj)       writes rows < rows(si), columns < rows(sj)
+#pragma once
+
+#include <cstdint>
+
+#include "../tile_config.hpp"
+
+namespace kda::detail {
+
+template <class Cfg, class Mode, class Ops>
+void inter_solve_chunk(Ops& ops) {
+    constexpr int NC = Cfg::NC;
+    constexpr int BK = Cfg::BK;
+    using tile = typename Ops::tile;
+    using slice = typename Ops::slice;
+
+    int NS = 0;  // sub-chunks holding at least one row
+    while (NS < NC && ops.rows(NS) > 0) ++NS;
+
+    // ---- phase 1: off-diagonal products (the seed's b_Aqk10 .. b_Akk32, indexed by pair)
+    tile b_Aqk[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];
+    tile b_Akk[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];
+    for (int p = 0; p < Cfg::NPAIR; ++p) b_Aqk[p] = b_Akk[p] = ops.zero();
+    if (NS > 1) {
+        slice b_k[NC], b_g[NC];
+        for (int k0 = 0; k0 < ops.num_k(); k0 += BK) {
+            for (int s = 0; s < NS; ++s) {
+                b_k[s] = ops.load_k(s, k0);  // [BC, BK]
+                b_g[s] = ops.load_g(s, k0);  // [BC, BK]
+            }
+            for (int si = 1; si < NS; ++si) {
+                const auto b_gn = ops.first_row(b_g[si]);                      // [BK]
+                const slice b_qg = ops.gate_down(ops.load_q(si, k0), b_g[si], b_gn, si);  // [BC, BK]
+                const slice b_kg = ops.gate_down(b_k[si], b_g[si], b_gn, si);             // [BC, BK]
+                for (int sj = 0; sj < si; ++sj) {
+                    const slice b_kgt = ops.gate_up(b_k[sj], b_g[sj], b_gn);  // [BC, BK], used transposed
+                    ops.mma_nt(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
+                    ops.mma_nt(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
+                }
+            }
+        }
+    }
+
+    // ---- phase 2: store Aqk's off-diagonal blocks; beta-scale the rows of L's
+    for (int si = 1; si < NS; ++si)
+        for (int sj = 0; sj < si; ++sj) {
+            ops.store_aqk(b_Aqk[Cfg::pair(si, sj)], si, sj);
+            ops.scale_rows_beta(b_Akk[Cfg::pair(si, sj)], si);
+        }
+
+    // ---- phase 3: diagonal inverses
+    tile b_Ai[NC];  // b_Ai[s] = Ai_ss
+    for (int s = 0; s < NS; ++s) {
+        b_Ai[s] = ops.load_diag(s);
+        if constexpr (!Mode::safe_gate) ops.invert_unit_lower(b_Ai[s], s);
+    }
+
+    // ---- phase 4: block merge, Ai_ij for i > j, nearest the diagonal first
+    tile b_Aoff[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];  // b_Aoff[pair(i, j)] = Ai_ij
+    auto Ai = [&](int i, int j) -> const tile& { return i == j ? b_Ai[i] : b_Aoff[Cfg::pair(i, j)]; };
+    for (int d = 1; d < NS; ++d)
+        for (int i = d; i < NS; ++i) {
+            const int j = i - d;
+            tile sum = ops.mm(b_Akk[Cfg::pair(i, j)], Ai(j, j));  // L_ij Ai_jj
+            for (int m = j + 1; m < i; ++m) ops.mm_acc(sum, b_Akk[Cfg::pair(i, m)], Ai(m, j));
+            b_Aoff[Cfg::pair(i, j)] = ops.neg(ops.mm(b_Ai[i], sum));
+        }
+
+    // ---- phase 5: store the lower block triangle of Akk
+    for (int i = 0; i < NS; ++i)
+        for (int j = 0; j <= i; ++j) ops.store_akk(Ai(i, j), i, j);
+}
+
+}  // namespace kda::detail

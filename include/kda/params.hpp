@@ -1,0 +1,91 @@
+// kda/params.hpp: the trivially copyable parameters a backend's kernel receives.
+//
+// Built once per call from validated inter_solve_args. Pointers are typed; strides are the
+// 64-bit element strides of the batch, token and head axes (the innermost axis is contiguous,
+// except for beta, whose head stride is stored too).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "args.hpp"
+#include "tile_config.hpp"
+#include "varlen.hpp"
+
+namespace kda {
+
+struct axis_strides {
+    std::int64_t b = 0, t = 0, h = 0;
+    KDA_HOST_DEVICE std::int64_t at(std::int64_t ib, std::int64_t it, std::int64_t ih) const { return ib * b + it * t + ih * h; }
+};
+
+template <class X>
+struct inter_solve_params {
+    using acc = acc_t<X>;
+    const X* q = nullptr;
+    const X* k = nullptr;
+    const acc* g = nullptr;
+    const void* beta = nullptr;  // X, or fp32 when beta_is_fp32
+    bool beta_is_fp32 = false;
+    const acc* Akkd = nullptr;
+    X* Aqk = nullptr;
+    X* Akk = nullptr;
+    axis_strides q_s, k_s, g_s, beta_s, Akkd_s, Aqk_s, Akk_s;
+    std::int64_t H = 1, HV = 1, K = 0;
+    acc scale = 1;
+    chunk_map chunks;
+
+    /// Work items: chunks x value heads.
+    KDA_HOST_DEVICE std::int64_t num_items() const { return chunks.num_chunks * HV; }
+};
+static_assert(std::is_trivially_copyable_v<inter_solve_params<float>>, "params must be trivially copyable for kernel launch");
+
+namespace detail {
+template <class Ptr>
+axis_strides strides3(const basic_tensor_ref<Ptr>& t) {
+    return {t.stride[0], t.stride[1], t.stride[2]};
+}
+}  // namespace detail
+
+/// Lowers validated arguments to params. `chunk_indices` overrides args.chunk_indices (a list the
+/// backend built itself); `num_chunks` is the length of the list in varlen mode.
+template <class X>
+inter_solve_params<X> make_params(const inter_solve_problem& p, const inter_solve_args& a, const void* chunk_indices,
+                                  bool ci_is64, std::int64_t num_chunks) {
+    inter_solve_params<X> r;
+    using acc = acc_t<X>;
+    r.q = static_cast<const X*>(a.q.data);
+    r.k = static_cast<const X*>(a.k.data);
+    r.g = static_cast<const acc*>(a.g.data);
+    r.beta = a.beta.data;
+    r.beta_is_fp32 = a.beta.type == dtype::fp32;
+    r.Akkd = static_cast<const acc*>(a.Akkd.data);
+    r.Aqk = static_cast<X*>(a.Aqk.data);
+    r.Akk = static_cast<X*>(a.Akk.data);
+    r.q_s = detail::strides3(a.q);
+    r.k_s = detail::strides3(a.k);
+    r.g_s = detail::strides3(a.g);
+    r.beta_s = detail::strides3(a.beta);
+    r.Akkd_s = detail::strides3(a.Akkd);
+    r.Aqk_s = detail::strides3(a.Aqk);
+    r.Akk_s = detail::strides3(a.Akk);
+    r.H = p.H;
+    r.HV = p.HV;
+    r.K = p.K;
+    r.scale = static_cast<acc>(p.scale);
+    r.chunks.BT = p.BT;
+    r.chunks.T = p.T;
+    r.chunks.chunks_per_row = (p.T + p.BT - 1) / p.BT;
+    if (a.cu_seqlens.data != nullptr) {
+        r.chunks.cu_seqlens = a.cu_seqlens.data;
+        r.chunks.cu_is64 = a.cu_seqlens.type == dtype::i64;
+        r.chunks.chunk_indices = chunk_indices;
+        r.chunks.ci_is64 = ci_is64;
+        r.chunks.num_chunks = num_chunks;
+    } else {
+        r.chunks.num_chunks = p.B * r.chunks.chunks_per_row;
+    }
+    return r;
+}
+
+}  // namespace kda

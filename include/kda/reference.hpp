@@ -1,0 +1,317 @@
+// kda/reference.hpp: a float64 evaluation of the inter-solve step, straight from the formulas of
+// ALGORITHM.md, plus helpers to build valid inputs. Public, so that other backends can be checked
+// with it. Shares no code with the tiled path (no tile_config, no schedule, no chunk_map).
+//
+// Per chunk of n rows (t_i its i-th token) and value head hv, with G(i, j)[k] = 2^(g_i[k] - g_j[k]):
+//   S_qk[i, j] = scale sum_k q_i[k] k_j[k] G(i, j)[k]
+//   L[i, j]    = beta_i sum_k k_i[k] k_j[k] G(i, j)[k]      (j < i, other sub-chunk)
+//   L_ss       = Akkd's strict lower part (not safe gate), or tril(Akkd)^-1 - I (safe gate)
+//   Aqk[t_i, j] = S_qk[i, j] where i / BC > j / BC;  Akk[t_i, j] = (I + L)^-1[i, j] where
+//   i / BC >= j / BC and j < n.
+// The dense inverse comes from Eigen's triangular solve of (I + L) X = I.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <random>
+#include <vector>
+
+#include "args.hpp"
+#include "config.hpp"
+#include "cpu/backend.hpp"
+#include "host_tensor.hpp"
+#include "tensor.hpp"
+#include "types.hpp"
+
+namespace kda::reference {
+
+/// Element (i0, i1, i2, i3) of a host tensor view of any floating dtype, as double.
+inline double read(const tensor_ref& t, std::int64_t i0, std::int64_t i1 = 0, std::int64_t i2 = 0, std::int64_t i3 = 0) {
+    const std::int64_t off = i0 * t.stride[0] + (t.rank > 1 ? i1 * t.stride[1] : 0) + (t.rank > 2 ? i2 * t.stride[2] : 0) +
+                             (t.rank > 3 ? i3 * t.stride[3] : 0);
+    switch (t.type) {
+        case dtype::bf16: return static_cast<double>(cpu::to_acc<float>(static_cast<const bf16_t*>(t.data)[off]));
+        case dtype::fp16: return static_cast<double>(cpu::to_acc<float>(static_cast<const fp16_t*>(t.data)[off]));
+        case dtype::fp32: return static_cast<const float*>(t.data)[off];
+        case dtype::fp64: return static_cast<const double*>(t.data)[off];
+        case dtype::i32: return static_cast<const std::int32_t*>(t.data)[off];
+        case dtype::i64: return static_cast<double>(static_cast<const std::int64_t*>(t.data)[off]);
+    }
+    return 0;
+}
+
+/// Rounds v to the dtype of a contiguous host tensor and stores it at flat index i.
+inline void store(host_tensor& t, std::int64_t i, double v) {
+    switch (t.type()) {
+        case dtype::bf16: t.data<bf16_t>()[i] = cpu::from_acc<bf16_t>(static_cast<float>(v)); break;
+        case dtype::fp16: t.data<fp16_t>()[i] = cpu::from_acc<fp16_t>(static_cast<float>(v)); break;
+        case dtype::fp32: t.data<float>()[i] = static_cast<float>(v); break;
+        case dtype::fp64: t.data<double>()[i] = v; break;
+        case dtype::i32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+        case dtype::i64: t.data<std::int64_t>()[i] = static_cast<std::int64_t>(v); break;
+    }
+}
+
+/// Rounds v once to dtype X and back (the "floor" of an exact answer).
+inline double round_to(dtype X, double v) {
+    switch (X) {
+        case dtype::bf16: return static_cast<float>(Eigen::bfloat16(static_cast<float>(v)));
+        case dtype::fp16: return static_cast<float>(Eigen::half(static_cast<float>(v)));
+        case dtype::fp32: return static_cast<float>(v);
+        default: return v;
+    }
+}
+
+/// The sequences of a problem as [begin, end) token ranges with their batch row.
+struct sequence {
+    std::int64_t b, begin, end;
+};
+inline std::vector<sequence> sequences(const inter_solve_problem& p, const inter_solve_args& a) {
+    std::vector<sequence> out;
+    if (a.cu_seqlens.data != nullptr) {
+        for (std::int64_t n = 0; n + 1 < a.cu_seqlens.shape[0]; ++n)
+            out.push_back({0, static_cast<std::int64_t>(read(a.cu_seqlens, n)), static_cast<std::int64_t>(read(a.cu_seqlens, n + 1))});
+    } else {
+        for (std::int64_t b = 0; b < p.B; ++b) out.push_back({b, 0, p.T});
+    }
+    return out;
+}
+
+/// Float64 outputs and the masks of the entries the step writes, laid out [B, T, HV, BT].
+struct result {
+    std::int64_t B = 0, T = 0, HV = 0, BT = 0;
+    std::vector<double> Aqk, Akk;
+    std::vector<std::uint8_t> aqk_written, akk_written;
+    [[nodiscard]] std::int64_t index(std::int64_t b, std::int64_t t, std::int64_t hv, std::int64_t j) const {
+        return ((b * T + t) * HV + hv) * BT + j;
+    }
+};
+
+namespace detail {
+using mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;
+
+/// sum_k x_i[k] y_j[k] 2^(g_i[k] - g_j[k]) for all i, j of one chunk, from per-row exponent
+/// factors 2^(g_i - c) and 2^(c - g_j) with c the chunk's first row (exact in double while the
+/// chunk's gate range stays below 2^900), else term by term.
+inline mat gated_products(const mat& x, const mat& y, const mat& g) {
+    const Eigen::Index n = x.rows();
+    const double range = n > 0 ? (g.rowwise() - g.row(0)).cwiseAbs().maxCoeff() : 0.0;
+    mat out(n, n);
+    if (range < 900) {
+        auto exp2 = [](double v) { return std::exp2(v); };
+        const mat gd = (g.rowwise() - g.row(0)).unaryExpr(exp2);
+        const mat gu = (-(g.rowwise() - g.row(0))).unaryExpr(exp2);
+        out.noalias() = x.cwiseProduct(gd) * y.cwiseProduct(gu).transpose();
+    } else {
+        for (Eigen::Index i = 0; i < n; ++i)
+            for (Eigen::Index j = 0; j < n; ++j) out(i, j) = (x.row(i).array() * y.row(j).array() * (g.row(i) - g.row(j)).unaryExpr([](double v) { return std::exp2(v); }).array()).sum();
+    }
+    return out;
+}
+}  // namespace detail
+
+/// The step, in float64, on host tensors (outputs in `a` are not touched).
+inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& a) {
+    result r;
+    r.B = p.B;
+    r.T = p.T;
+    r.HV = p.HV;
+    r.BT = p.BT;
+    const std::size_t total = static_cast<std::size_t>(p.B * p.T * p.HV * p.BT);
+    r.Aqk.assign(total, 0.0);
+    r.Akk.assign(total, 0.0);
+    r.aqk_written.assign(total, 0);
+    r.akk_written.assign(total, 0);
+    const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
+    for (const auto& sq : sequences(p, a)) {
+        for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
+            const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
+            for (std::int64_t hv = 0; hv < p.HV; ++hv) {
+                const std::int64_t h = hv / G;
+                detail::mat q(n, K), k(n, K), g(n, K);
+                for (std::int64_t i = 0; i < n; ++i)
+                    for (std::int64_t kk = 0; kk < K; ++kk) {
+                        q(i, kk) = read(a.q, sq.b, c0 + i, h, kk);
+                        k(i, kk) = read(a.k, sq.b, c0 + i, h, kk);
+                        g(i, kk) = read(a.g, sq.b, c0 + i, hv, kk);
+                    }
+                const detail::mat S = p.scale * detail::gated_products(q, k, g);
+                detail::mat L = detail::gated_products(k, k, g);
+                for (std::int64_t i = 0; i < n; ++i) L.row(i) *= read(a.beta, sq.b, c0 + i, hv);
+                // I + L with the diagonal blocks taken from Akkd
+                detail::mat M = detail::mat::Identity(n, n);
+                for (std::int64_t i = 0; i < n; ++i)
+                    for (std::int64_t j = 0; j < i; ++j)
+                        if (i / BC != j / BC) M(i, j) = L(i, j);
+                for (std::int64_t s0 = 0; s0 < n; s0 += BC) {
+                    const std::int64_t ns = std::min<std::int64_t>(BC, n - s0);
+                    detail::mat D = detail::mat::Zero(ns, ns);
+                    for (std::int64_t i = 0; i < ns; ++i)
+                        for (std::int64_t j = 0; j < (p.safe_gate ? i + 1 : i); ++j) D(i, j) = read(a.Akkd, sq.b, c0 + s0 + i, hv, j);
+                    if (p.safe_gate) {
+                        // the block of I + L is the inverse of the given (lower) inverse
+                        M.block(s0, s0, ns, ns) = D.triangularView<Eigen::Lower>().solve(detail::mat::Identity(ns, ns));
+                    } else {
+                        M.block(s0, s0, ns, ns) += D;
+                    }
+                }
+                const detail::mat Ainv = M.triangularView<Eigen::Lower>().solve(detail::mat::Identity(n, n));
+                for (std::int64_t i = 0; i < n; ++i)
+                    for (std::int64_t j = 0; j < n; ++j) {
+                        const std::int64_t si = i / BC, sj = j / BC;
+                        const std::int64_t idx = r.index(sq.b, c0 + i, hv, j);
+                        if (si > sj) {
+                            r.Aqk[idx] = S(i, j);
+                            r.aqk_written[idx] = 1;
+                        }
+                        if (si >= sj) {
+                            r.Akk[idx] = Ainv(i, j);
+                            r.akk_written[idx] = 1;
+                        }
+                    }
+            }
+        }
+    }
+    return r;
+}
+
+/// Builds Akkd [B, T, HV, BC] (dtype fp32, or fp64 for fp64 data) from the formulas in float64:
+/// the strictly lower, beta-scaled diagonal block rows of L, or, in safe-gate mode, the rows of the
+/// blocks' inverses (I + L_ss)^-1. Reads q, k, g, beta and cu_seqlens from `a`.
+inline host_tensor make_akkd(const inter_solve_problem& p, const inter_solve_args& a) {
+    host_tensor out(acc_dtype(a.q.type), {p.B, p.T, p.HV, p.BC});
+    const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
+    for (const auto& sq : sequences(p, a)) {
+        for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
+            const std::int64_t cend = std::min(sq.end, c0 + p.BT);
+            for (std::int64_t s0 = c0; s0 < cend; s0 += BC) {
+                const std::int64_t ns = std::min(BC, cend - s0);
+                for (std::int64_t hv = 0; hv < p.HV; ++hv) {
+                    detail::mat k(ns, K), g(ns, K);
+                    for (std::int64_t i = 0; i < ns; ++i)
+                        for (std::int64_t kk = 0; kk < K; ++kk) {
+                            k(i, kk) = read(a.k, sq.b, s0 + i, hv / G, kk);
+                            g(i, kk) = read(a.g, sq.b, s0 + i, hv, kk);
+                        }
+                    detail::mat L = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
+                    for (std::int64_t i = 0; i < ns; ++i) L.row(i) *= read(a.beta, sq.b, s0 + i, hv);
+                    detail::mat D = L;
+                    if (p.safe_gate) {
+                        const detail::mat I = detail::mat::Identity(ns, ns);
+                        D = (I + L).triangularView<Eigen::UnitLower>().solve(I);
+                    }
+                    for (std::int64_t i = 0; i < ns; ++i)
+                        for (std::int64_t j = 0; j < ns; ++j)
+                            store(out, ((sq.b * p.T + s0 + i) * p.HV + hv) * BC + j, D(i, j));
+                }
+            }
+        }
+    }
+    return out;
+}
+
+/// Knobs of the input generator.
+struct generator_options {
+    std::uint64_t seed = 0;
+    std::vector<std::int64_t> seqlens;  // non-empty: varlen with these lengths (B must be 1)
+    bool beta_fp32 = false;             // beta in fp32 instead of X
+    bool with_chunk_indices = true;     // varlen: also provide chunk_indices
+    double lower_bound = -5.0;          // safe gate: per-token log-decay in (lower_bound, 0)
+};
+
+/// Realistic inputs: L2-normalised q and k, beta = sigmoid(N(0, 1)), and per-token log-decays
+/// cumulated per chunk (restarting at every sequence start) in log2 space. Not safe gate:
+/// log-decay = -exp(a) softplus(x), a ~ U(log 0.01, log 0.5) per (head, k), x ~ N(0, 1). Safe gate:
+/// log-decay = lower_bound sigmoid(exp(a) x), a ~ U(0, log 16): down to lower_bound nats per token,
+/// i.e. a sub-chunk may decay by ~2^-115. Akkd comes from make_akkd.
+struct inputs {
+    inter_solve_problem problem;
+    host_tensor q, k, g, beta, Akkd, cu_seqlens, chunk_indices;
+
+    /// Argument bundle over these inputs and the given outputs.
+    [[nodiscard]] inter_solve_args args(host_tensor& Aqk, host_tensor& Akk) const {
+        inter_solve_args a;
+        a.q = q.ref();
+        a.k = k.ref();
+        a.g = g.ref();
+        a.beta = beta.ref();
+        a.Akkd = Akkd.ref();
+        a.Aqk = Aqk.mref();
+        a.Akk = Akk.mref();
+        a.cu_seqlens = cu_seqlens.ref();
+        a.chunk_indices = chunk_indices.ref();
+        return a;
+    }
+    /// Output tensor [B, T, HV, BT] of the data type, filled with `fill`.
+    [[nodiscard]] host_tensor make_output(double fill) const {
+        host_tensor t(q.type(), {problem.B, problem.T, problem.HV, problem.BT});
+        for (std::int64_t i = 0; i < t.numel(); ++i) store(t, i, fill);
+        return t;
+    }
+};
+
+inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_options& opt = {}) {
+    inputs in;
+    std::mt19937_64 rng(opt.seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    if (!opt.seqlens.empty()) {
+        KDA_CHECK(p.B == 1, "kda::reference::make_inputs: argument 'B': varlen needs B == 1, got " << p.B);
+        in.cu_seqlens = host_tensor(dtype::i64, {static_cast<std::int64_t>(opt.seqlens.size()) + 1});
+        auto* cu = in.cu_seqlens.data<std::int64_t>();
+        cu[0] = 0;
+        for (std::size_t n = 0; n < opt.seqlens.size(); ++n) cu[n + 1] = cu[n] + opt.seqlens[n];
+        p.T = cu[opt.seqlens.size()];
+        if (opt.with_chunk_indices) {
+            std::vector<std::int64_t> cuv(cu, cu + opt.seqlens.size() + 1), ci;
+            for (std::size_t n = 0; n + 1 < cuv.size(); ++n)
+                for (std::int64_t c = 0; c * p.BT < cuv[n + 1] - cuv[n]; ++c) {
+                    ci.push_back(static_cast<std::int64_t>(n));
+                    ci.push_back(c);
+                }
+            in.chunk_indices = host_tensor(dtype::i64, {static_cast<std::int64_t>(ci.size() / 2), 2});
+            std::copy(ci.begin(), ci.end(), in.chunk_indices.data<std::int64_t>());
+        }
+    }
+    in.problem = p;
+    const dtype A = acc_dtype(X);
+    in.q = host_tensor(X, {p.B, p.T, p.H, p.K});
+    in.k = host_tensor(X, {p.B, p.T, p.H, p.K});
+    in.g = host_tensor(A, {p.B, p.T, p.HV, p.K});
+    in.beta = host_tensor(opt.beta_fp32 ? dtype::fp32 : X, {p.B, p.T, p.HV});
+    std::vector<double> row(static_cast<std::size_t>(p.K));
+    for (auto* t : {&in.q, &in.k})
+        for (std::int64_t r = 0; r < p.B * p.T * p.H; ++r) {
+            double nrm = 0;
+            for (auto& v : row) nrm += (v = normal(rng)) * v;
+            nrm = std::sqrt(nrm) + 1e-6;
+            for (std::int64_t kk = 0; kk < p.K; ++kk) store(*t, r * p.K + kk, row[static_cast<std::size_t>(kk)] / nrm);
+        }
+    for (std::int64_t i = 0; i < in.beta.numel(); ++i) store(in.beta, i, 1.0 / (1.0 + std::exp(-normal(rng))));
+    // per (head, k) rate, then per-token log-decays cumulated per chunk
+    std::uniform_real_distribution<double> ua(p.safe_gate ? 0.0 : std::log(0.01), p.safe_gate ? std::log(16.0) : std::log(0.5));
+    std::vector<double> rate(static_cast<std::size_t>(p.HV * p.K));
+    for (auto& v : rate) v = std::exp(ua(rng));
+    inter_solve_args tmp;
+    tmp.cu_seqlens = in.cu_seqlens.ref();
+    const auto seqs = sequences(p, tmp);
+    for (const auto& sq : seqs)
+        for (std::int64_t hv = 0; hv < p.HV; ++hv)
+            for (std::int64_t kk = 0; kk < p.K; ++kk) {
+                double acc = 0;
+                for (std::int64_t t = sq.begin; t < sq.end; ++t) {
+                    if ((t - sq.begin) % p.BT == 0) acc = 0;
+                    const double x = normal(rng), a = rate[static_cast<std::size_t>(hv * p.K + kk)];
+                    const double d = p.safe_gate ? opt.lower_bound / (1.0 + std::exp(-a * x)) : -a * std::log1p(std::exp(x));
+                    acc += d / std::numbers::ln2;
+                    store(in.g, ((sq.b * p.T + t) * p.HV + hv) * p.K + kk, acc);
+                }
+            }
+    host_tensor dummy_out;
+    inter_solve_args a = in.args(dummy_out, dummy_out);
+    in.Akkd = make_akkd(p, a);
+    return in;
+}
+
+}  // namespace kda::reference
