@@ -83,6 +83,8 @@ inline std::vector<sequence> sequences(const inter_solve_problem& p, const inter
 struct result {
     std::int64_t B = 0, T = 0, HV = 0, BT = 0;
     std::vector<double> Aqk, Akk;
+    std::vector<double> IL;  // I + L inside each chunk (lower triangle, diagonal blocks from Akkd)
+    std::vector<std::int32_t> chunk_pos;  // [B, T]: position of each token inside its chunk
     std::vector<std::uint8_t> aqk_written, akk_written;
     [[nodiscard]] std::int64_t index(std::int64_t b, std::int64_t t, std::int64_t hv, std::int64_t j) const {
         return ((b * T + t) * HV + hv) * BT + j;
@@ -122,6 +124,8 @@ inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& 
     const std::size_t total = static_cast<std::size_t>(p.B * p.T * p.HV * p.BT);
     r.Aqk.assign(total, 0.0);
     r.Akk.assign(total, 0.0);
+    r.IL.assign(total, 0.0);
+    r.chunk_pos.assign(static_cast<std::size_t>(p.B * p.T), -1);
     r.aqk_written.assign(total, 0);
     r.akk_written.assign(total, 0);
     const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
@@ -130,6 +134,7 @@ inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& 
             const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
             for (std::int64_t hv = 0; hv < p.HV; ++hv) {
                 const std::int64_t h = hv / G;
+                for (std::int64_t i = 0; i < n; ++i) r.chunk_pos[static_cast<std::size_t>(sq.b * p.T + c0 + i)] = static_cast<std::int32_t>(i);
                 detail::mat q(n, K), k(n, K), g(n, K);
                 for (std::int64_t i = 0; i < n; ++i)
                     for (std::int64_t kk = 0; kk < K; ++kk) {
@@ -162,6 +167,7 @@ inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& 
                     for (std::int64_t j = 0; j < n; ++j) {
                         const std::int64_t si = i / BC, sj = j / BC;
                         const std::int64_t idx = r.index(sq.b, c0 + i, hv, j);
+                        r.IL[idx] = M(i, j);
                         if (si > sj) {
                             r.Aqk[idx] = S(i, j);
                             r.aqk_written[idx] = 1;
@@ -284,7 +290,10 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
     for (auto* t : {&in.q, &in.k})
         for (std::int64_t r = 0; r < p.B * p.T * p.H; ++r) {
             double nrm = 0;
-            for (auto& v : row) nrm += (v = normal(rng)) * v;
+            for (auto& v : row) {
+                v = normal(rng);
+                nrm += v * v;
+            }
             nrm = std::sqrt(nrm) + 1e-6;
             for (std::int64_t kk = 0; kk < p.K; ++kk) store(*t, r * p.K + kk, row[static_cast<std::size_t>(kk)] / nrm);
         }

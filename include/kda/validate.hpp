@@ -173,6 +173,9 @@ inline status can_implement(const inter_solve_problem& p, const inter_solve_args
     if (p.BC != 16) c.fail("BC", "expected 16, got ", p.BC);
     if (!(p.scale == p.scale) || p.scale == std::numeric_limits<double>::infinity() || p.scale == -std::numeric_limits<double>::infinity())
         c.fail("scale", "expected a finite number, got ", p.scale);
+    const bool has_cu = !(a.cu_seqlens.rank == 0 && a.cu_seqlens.data == nullptr);
+    const bool has_ci = !(a.chunk_indices.rank == 0 && a.chunk_indices.data == nullptr);
+    if (has_cu && p.B != 1) c.fail("B", "expected B == 1 with cu_seqlens (varlen), got B = ", p.B);
     if (!c.ok()) return c.result();
 
     // --- tensors
@@ -218,13 +221,10 @@ inline status can_implement(const inter_solve_problem& p, const inter_solve_args
     }
 
     // --- varlen
-    const bool has_cu = !(a.cu_seqlens.rank == 0 && a.cu_seqlens.data == nullptr);
-    const bool has_ci = !(a.chunk_indices.rank == 0 && a.chunk_indices.data == nullptr);
     if (!has_cu) {
         if (has_ci) c.fail("chunk_indices", "was given without cu_seqlens");
         return c.result();
     }
-    if (p.B != 1) return c.fail("B", "expected B == 1 with cu_seqlens (varlen), got B = ", p.B), c.result();
     if (a.cu_seqlens.rank != 1) return c.fail("cu_seqlens", "expected rank 1 [N + 1], got ", describe_shape(a.cu_seqlens)), c.result();
     if (a.cu_seqlens.type != dtype::i64 && a.cu_seqlens.type != dtype::i32)
         return c.fail("cu_seqlens", "expected dtype int64 or int32, got ", name(a.cu_seqlens.type)), c.result();

@@ -1,13 +1,15 @@
 // kda/cpu/tile_ops.hpp: the Eigen tile-ops policy for detail::inter_solve_chunk (one work item).
 //
 // Tiles are fixed-size row-major Eigen matrices: slice = [BC, BK], tile = [BC, BC], in the
-// accumulator type (fp32, or fp64 for fp64 data). Gates are evaluated as exp(x ln 2) in double for
-// fp32 accumulation: rounding x ln 2 in float would cost up to |x| 2^-24 relative error, which
-// exceeds the fp32 target when sub-chunks decay by 2^-100 or more (safe gate).
+// accumulator type (fp32, or fp64 for fp64 data). Gates 2^x are evaluated as exp(x ln 2) in double
+// for fp32 accumulation (vectorised by Eigen): rounding x ln 2 in float would cost up to |x| 2^-24
+// relative error, which exceeds the fp32 target when sub-chunks decay by 2^-100 or more (safe gate);
+// in double the error is far below fp32's rounding, and integer x gives exact powers of two.
 #pragma once
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numbers>
 
@@ -93,7 +95,8 @@ public:
     static void invert_unit_lower(tile& a, int) {
         tile y = tile::Zero();
         for (int r = 1; r < BC; ++r) y.row(r) = -(a.row(r) + a.row(r) * y);  // y rows >= r are still 0
-        a = y + tile::Identity();
+        a = tile::Identity();
+        a.template triangularView<Eigen::StrictlyLower>() = y;  // exact zeros above (no -0.0)
     }
     void store_akk(const tile& t, int si, int sj) const {
         const int nr = rows(si);
@@ -133,7 +136,8 @@ private:
         if constexpr (std::is_same_v<acc, float>) {
             return (x.template cast<double>().array() * ln2).exp().template cast<float>().matrix();
         } else {
-            return (x.array() * ln2).exp().matrix();
+            // fp64 data: glibc's exp2 (scalar; exact on integers, as the exactness tests require)
+            return x.unaryExpr([](double v) { return std::exp2(v); });
         }
     }
 

@@ -1,0 +1,36 @@
+# CUDA backend tests ([cuda]): one executable with its own main, which exits 77 without a device
+# (CTest: skipped). CPU results come from .cpp files (Eigen); the direct calls of the library on
+# device memory live in cuda/probe.cu (nvcc, no Eigen).
+if(NOT TARGET kda_cuda_bridge)
+  return()
+endif()
+
+add_library(kda_cuda_probe STATIC cuda/probe.cu)
+target_link_libraries(kda_cuda_probe PUBLIC kda::core PRIVATE kda::cuda)
+target_compile_features(kda_cuda_probe PRIVATE cuda_std_20)
+
+set(kda_cuda_test_sources cuda/main.cpp cuda/test_conformance.cpp cuda/test_cuda.cpp)
+find_package(nlohmann_json 3 QUIET)
+if(nlohmann_json_FOUND AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../include/kda/io/case.hpp)
+  list(APPEND kda_cuda_test_sources cuda/test_golden.cpp)
+  set(kda_cuda_golden "[golden]")
+endif()
+add_executable(kda_test_cuda ${kda_cuda_test_sources})
+target_link_libraries(kda_test_cuda PRIVATE kda::kda kda_cuda_bridge kda_cuda_probe Catch2::Catch2 kda_program_flags)
+if(nlohmann_json_FOUND)
+  target_link_libraries(kda_test_cuda PRIVATE nlohmann_json::nlohmann_json)
+endif()
+target_include_directories(kda_test_cuda PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_definitions(kda_test_cuda PRIVATE KDA_FLA_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data/fla")
+
+# one ctest entry per part, so that ctest -j runs them side by side; [.large] runs only when asked:
+#   kda_test_cuda "[large]"
+foreach(part "[conformance][grid][bf16]" "[conformance][grid][fp16]" "[conformance][grid][fp32]" "[conformance][grid][fp64]"
+             "[conformance][varlen]" "[conformance][properties]" "[conformance][bad-input]"
+             "[tf32][grid]" "[tf32][varlen]" "[tf32][properties]"
+             "[varlen-search]" "[vs-cpu]" "[repeat]" "[align]" "[policy]" "[bad-input]~[conformance]" "[graph]" "[sanitize]" ${kda_cuda_golden})
+  string(REGEX REPLACE "[][~]+" "." name "cuda${part}")
+  string(REGEX REPLACE "\\.$" "" name "${name}")
+  add_test(NAME ${name} COMMAND kda_test_cuda "[cuda]${part}")
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
+endforeach()

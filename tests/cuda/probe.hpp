@@ -1,0 +1,29 @@
+// tests/cuda/probe.hpp: direct calls of the CUDA backend on device memory, for the tests that the
+// bridge cannot express (host pointers handed to the library, missing host copies, graph capture,
+// explicit instantiations). Plain C++ interface; the implementation (probe.cu) is compiled by nvcc.
+#pragma once
+
+#include <string>
+
+#include <kda/args.hpp>
+
+namespace kda::testing::probe {
+
+/// Runs kda::inter_solve(kda::cuda_backend{stream}, ...) on device copies of `host_args`, except
+/// that the tensor named `keep_on_host` ("q", "k", "g", "beta", "Akkd", "Aqk", "Akk", "cu_seqlens",
+/// "chunk_indices") is passed as its host pointer. Returns kda::error's message, "" if none.
+std::string run_with_host_tensor(const inter_solve_problem& p, const inter_solve_args& host_args, const std::string& keep_on_host);
+
+/// Runs on device copies with cu_seqlens_host (drop_cu) and / or chunk_indices_host (drop_ci)
+/// left out (varlen). Returns kda::error's message, "" if none.
+std::string run_without_host_copies(const inter_solve_problem& p, const inter_solve_args& host_args, bool drop_cu, bool drop_ci);
+
+/// Captures kda::inter_solve into a CUDA graph (global capture mode) on a fresh stream, replays
+/// it `replays` times and copies the outputs back into host_args' outputs.
+void run_in_graph(const inter_solve_problem& p, const inter_solve_args& host_args, int replays);
+
+/// Runs chunk_kda_inter_solve<cuda_backend, p.BT, 16, BK>::run (BK 32 or 64) and copies the
+/// outputs back.
+void run_policy(const inter_solve_problem& p, const inter_solve_args& host_args, int BK);
+
+}  // namespace kda::testing::probe

@@ -1,0 +1,37 @@
+# safetensors I/O, the case loader, the golden FLA cases ([golden]), hostile input, and the
+# kda-inter-solve command. Data: tests/data/fla (README.md there gives its provenance).
+find_package(nlohmann_json 3 REQUIRED)
+set(KDA_FLA_DATA_DIR ${CMAKE_CURRENT_LIST_DIR}/data/fla)
+
+add_executable(kda_test_io io/test_safetensors.cpp io/test_case.cpp io/test_golden.cpp)
+target_link_libraries(kda_test_io PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+target_include_directories(kda_test_io PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_definitions(kda_test_io PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
+add_test(NAME io.safetensors COMMAND kda_test_io "[safetensors]")
+add_test(NAME io.case COMMAND kda_test_io "[case]")
+add_test(NAME io.golden COMMAND kda_test_io "[golden]")
+
+# The command, driven as a user would: exit status, one-line errors, no output file on failure.
+if(KDA_BUILD_EXAMPLES)
+  add_executable(kda_test_cli io/test_cli.cpp)
+  target_link_libraries(kda_test_cli PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+  target_include_directories(kda_test_cli PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_compile_definitions(kda_test_cli PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}"
+                             KDA_INTER_SOLVE_EXE="$<TARGET_FILE:kda-inter-solve>"
+                             $<$<TARGET_EXISTS:kda_cuda_bridge>:KDA_WITH_CUDA_BRIDGE=1>)
+  add_dependencies(kda_test_cli kda-inter-solve)
+  add_test(NAME io.cli COMMAND kda_test_cli "[cli]")
+endif()
+
+# libFuzzer target for the safetensors reader and the case validation (clang only):
+#   cmake -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKDA_FUZZ=ON && cmake --build build-fuzz --target kda_fuzz_safetensors
+#   build-fuzz/tests/kda_fuzz_safetensors -max_total_time=300 tests/fuzz/corpus
+if(KDA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KDA_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  add_executable(kda_fuzz_safetensors fuzz/fuzz_safetensors.cpp)
+  target_link_libraries(kda_fuzz_safetensors PRIVATE kda::kda nlohmann_json::nlohmann_json)
+  target_compile_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
+  target_link_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined)
+endif()

@@ -1,0 +1,112 @@
+// tests/test_core.cpp: host-only unit tests of the core (no backend): varlen mapping, tile
+// configuration, layout checks, dtype tables, the reference's own consistency.
+#include <kda/host_tensor.hpp>
+#include <kda/params.hpp>
+#include <kda/reference.hpp>
+#include <kda/tile_config.hpp>
+#include <kda/validate.hpp>
+#include <kda/varlen.hpp>
+
+#include "support/catch.hpp"
+
+// compile-time checks: the configuration traits
+static_assert(kda::tile_config<64, 16, 64>::NC == 4 && kda::tile_config<64, 16, 64>::NPAIR == 6);
+static_assert(kda::tile_config<32, 16, 32>::NC == 2 && kda::tile_config<32, 16, 32>::NPAIR == 1);
+static_assert(kda::tile_config<64, 16, 64>::pair(3, 2) == 5 && kda::tile_config<64, 16, 64>::pair(2, 0) == 1);
+static_assert(kda::default_bk(16) == 32 && kda::default_bk(32) == 32 && kda::default_bk(33) == 64);
+static_assert(kda::size_of(kda::dtype::bf16) == 2 && kda::size_of(kda::dtype::i64) == 8);
+static_assert(std::is_trivially_copyable_v<kda::inter_solve_params<kda::bf16_t>>);
+
+TEST_CASE("prepare_chunk_indices matches ceil(len / BT) per sequence, empty sequences included", "[core][varlen]") {
+    const std::vector<std::int64_t> cu = {0, 5, 5, 69, 70, 134};
+    const auto ci = kda::prepare_chunk_indices(cu, 64);
+    const std::vector<std::int64_t> expect = {0, 0, 2, 0, 3, 0, 4, 0};
+    CHECK(ci == expect);
+    CHECK(kda::prepare_chunk_indices(std::vector<std::int64_t>{0}, 64).empty());
+    CHECK_THROWS_WITH(kda::prepare_chunk_indices(std::vector<std::int64_t>{0, 5, 3}, 64), Catch::Contains("non-decreasing"));
+}
+
+TEST_CASE("chunk_map covers every token exactly once", "[core][varlen]") {
+    const std::vector<std::int64_t> cu = {0, 1, 17, 17, 100, 164};
+    for (int BT : {32, 64}) {
+        const auto ci = kda::prepare_chunk_indices(cu, BT);
+        kda::chunk_map m;
+        m.cu_seqlens = cu.data();
+        m.chunk_indices = ci.data();
+        m.num_chunks = static_cast<std::int64_t>(ci.size() / 2);
+        m.BT = BT;
+        std::vector<int> seen(164, 0);
+        for (std::int64_t i = 0; i < m.num_chunks; ++i) {
+            const auto c = m(i);
+            REQUIRE(c.n >= 1);
+            REQUIRE(c.n <= BT);
+            for (std::int64_t r = 0; r < c.n; ++r) seen[static_cast<std::size_t>(c.bos + c.t0 + r)]++;
+        }
+        for (int s : seen) CHECK(s == 1);
+    }
+    kda::chunk_map dense;
+    dense.T = 100;
+    dense.BT = 64;
+    dense.chunks_per_row = 2;
+    dense.num_chunks = 6;
+    CHECK(dense(3).b == 1);
+    CHECK(dense(3).t0 == 64);
+    CHECK(dense(3).n == 36);
+}
+
+TEST_CASE("layout checks: self-overlap and byte ranges", "[core][validate]") {
+    kda::host_tensor t(kda::dtype::fp32, {2, 3, 4, 5});
+    auto r = t.mref();
+    CHECK(kda::detail::non_self_overlapping(r));
+    r.stride[2] = 2;  // rows of 5 at stride 2 overlap
+    CHECK_FALSE(kda::detail::non_self_overlapping(r));
+    CHECK_THROWS_WITH(kda::host_tensor(kda::dtype::fp64, {std::int64_t{1} << 40, std::int64_t{1} << 40}), Catch::Contains("overflows"));
+}
+
+TEST_CASE("can_implement names the argument, the expectation and the value", "[core][validate]") {
+    kda::inter_solve_problem p;
+    p.T = 10;
+    p.K = 64;
+    p.H = 2;
+    p.HV = 5;
+    kda::inter_solve_args a;
+    const auto st = kda::can_implement(p, a);
+    CHECK_FALSE(st.ok);
+    CHECK(st.message == "kda::inter_solve: argument 'HV': expected a multiple of H = 2, got HV = 5");
+    p.HV = 4;
+    const auto st2 = kda::can_implement(p, a);
+    CHECK(st2.message.find("argument 'q': is required but was not given (expected [B, T, H, K] = [1, 10, 2, 64])") != std::string::npos);
+}
+
+TEST_CASE("reference: (I + L) Akk = I and Aqk causal structure in float64", "[core][reference]") {
+    for (bool safe : {false, true}) {
+        kda::inter_solve_problem p;
+        p.B = 1;
+        p.T = 150;
+        p.H = 1;
+        p.HV = 2;
+        p.K = 32;
+        p.safe_gate = safe;
+        kda::reference::generator_options opt;
+        opt.seed = 9;
+        opt.seqlens = {70, 80};
+        const auto in = kda::reference::make_inputs(p, kda::dtype::fp64, opt);
+        kda::host_tensor none;
+        const auto r = kda::reference::inter_solve(in.problem, in.args(none, none));
+        double worst = 0;
+        for (std::int64_t t = 0; t < in.problem.T; ++t) {
+            const std::int64_t pos = r.chunk_pos[static_cast<std::size_t>(t)];
+            for (std::int64_t hv = 0; hv < p.HV; ++hv)
+                for (std::int64_t j = 0; j <= pos; ++j) {
+                    double s = 0;
+                    for (std::int64_t m = j; m <= pos; ++m)
+                        s += r.Akk[static_cast<std::size_t>(r.index(0, t, hv, m))] * r.IL[static_cast<std::size_t>(r.index(0, t - (pos - m), hv, j))];
+                    worst = std::max(worst, std::abs(s - (j == pos ? 1.0 : 0.0)));
+                }
+        }
+        CHECK(worst < 1e-12);
+        // decaying gates and normalised keys keep the inverse in [-1, 1]
+        for (std::size_t i = 0; i < r.Akk.size(); ++i)
+            if (r.akk_written[i]) REQUIRE(std::abs(r.Akk[i]) <= 1.0 + 1e-12);
+    }
+}
