@@ -569,7 +569,8 @@ void check_bad_inputs(const Runner& run, dtype X) {
     }                                                                                                              \
     TEST_CASE(#RUNNER ": varlen grid", TAG "[conformance][grid][varlen]") {                                        \
         for (auto X : {kda::dtype::bf16, kda::dtype::fp16, kda::dtype::fp32, kda::dtype::fp64})                     \
-            if (RUNNER{}.supports(X)) kda::testing::check_grid(RUNNER{}, kda::testing::varlen_grid(X), "varlen grid"); \
+            if (RUNNER{}.supports(X))                                                                                  \
+                kda::testing::check_grid(RUNNER{}, kda::testing::varlen_grid(X), ("varlen grid " + std::string(kda::name(X))).c_str()); \
     }                                                                                                              \
     TEST_CASE(#RUNNER ": properties", TAG "[conformance][properties]") {                                           \
         const RUNNER run{};                                                                                        \

@@ -22,29 +22,30 @@
 namespace kda {
 
 namespace cpu {
-/// Runs body(item) for item in [0, count) on `threads` workers (the caller's thread is one of them).
+/// Runs body(item, worker) for item in [0, count) on `threads` workers (the caller's thread is
+/// worker 0).
 template <class Body>
 void parallel_for(std::int64_t count, int threads, const Body& body) {
     const int nt = static_cast<int>(std::min<std::int64_t>(threads, count));
     if (nt <= 1) {
-        for (std::int64_t i = 0; i < count; ++i) body(i);
+        for (std::int64_t i = 0; i < count; ++i) body(i, 0);
         return;
     }
     // Blocks of a few items keep the counter cold; 8 blocks per worker balance tails.
     const std::int64_t grain = std::max<std::int64_t>(1, count / (8 * static_cast<std::int64_t>(nt)));
     std::atomic<std::int64_t> next{0};
-    auto worker = [&] {
+    auto worker = [&](int w) {
         for (;;) {
             const std::int64_t lo = next.fetch_add(grain, std::memory_order_relaxed);
             if (lo >= count) return;
             const std::int64_t hi = std::min(count, lo + grain);
-            for (std::int64_t i = lo; i < hi; ++i) body(i);
+            for (std::int64_t i = lo; i < hi; ++i) body(i, w);
         }
     };
     std::vector<std::jthread> pool;
     pool.reserve(static_cast<std::size_t>(nt - 1));
-    for (int t = 1; t < nt; ++t) pool.emplace_back(worker);
-    worker();
+    for (int t = 1; t < nt; ++t) pool.emplace_back(worker, t);
+    worker(0);
 }
 }  // namespace cpu
 
@@ -77,10 +78,14 @@ struct chunk_kda_inter_solve<cpu_backend, BT, BC, BK> {
             }
         }
         const inter_solve_params<X> P = make_params<X>(p, a, ci, ci64, nchunks);
-        cpu::parallel_for(P.num_items(), be.resolved_threads(), [&](std::int64_t item) {
+        using ops_t = cpu::tile_ops<X, config, Mode>;
+        const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
+        std::vector<cpu::scratch<acc_t<X>>> scratch(static_cast<std::size_t>(nt));
+        for (auto& s : scratch) s.reserve(static_cast<std::size_t>(BT * ops_t::padded_k(p.K)));
+        cpu::parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
             const std::int64_t i_t = item / P.HV;
             const std::int64_t hv = item % P.HV;
-            cpu::tile_ops<X, config, Mode> ops(P, P.chunks(i_t), hv);
+            ops_t ops(P, P.chunks(i_t), hv, scratch[static_cast<std::size_t>(worker)]);
             detail::inter_solve_chunk<config, Mode>(ops);
         });
     }

@@ -1,17 +1,19 @@
 // kda/cpu/tile_ops.hpp: the Eigen tile-ops policy for detail::inter_solve_chunk (one work item).
 //
 // Tiles are fixed-size row-major Eigen matrices: slice = [BC, BK], tile = [BC, BC], in the
-// accumulator type (fp32, or fp64 for fp64 data). Gates 2^x are evaluated as exp(x ln 2) in double
-// for fp32 accumulation (vectorised by Eigen): rounding x ln 2 in float would cost up to |x| 2^-24
-// relative error, which exceeds the fp32 target when sub-chunks decay by 2^-100 or more (safe gate);
-// in double the error is far below fp32's rounding, and integer x gives exact powers of two.
+// accumulator type (fp32, or fp64 for fp64 data). Gates 2^x are split into an exact power of two and
+// exp(f ln 2) with |f| <= 1/2 (see exp2_of): evaluating exp(x ln 2) directly in float would cost up
+// to |x| 2^-24 relative error, which exceeds the fp32 target when sub-chunks decay by 2^-100 or more
+// (safe gate), and integer x gives exact powers of two, as the exactness tests require.
 #pragma once
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <vector>
 
 #include "../params.hpp"
 #include "../tile_config.hpp"
@@ -20,18 +22,44 @@
 
 namespace kda::cpu {
 
+/// Per-worker staging buffers: one chunk's q, k and g rows converted to the accumulator type,
+/// K padded with zeros to whole BK slices. Staging turns the rows' scattered, page-strided reads
+/// (one token = H K elements apart) into one pass of independent loads, and every later tile
+/// read hits L2.
+template <class Acc>
+struct scratch {
+    std::vector<Acc> q, k, g;
+    void reserve(std::size_t n) {
+        q.resize(n);
+        k.resize(n);
+        g.resize(n);
+    }
+};
+
 template <class X, class Cfg, class Mode>
 class tile_ops {
 public:
     using acc = acc_t<X>;
     static constexpr int BC = Cfg::BC;
     static constexpr int BK = Cfg::BK;
-    using tile = Eigen::Matrix<acc, BC, BC, Eigen::RowMajor>;   // [BC, BC]
-    using slice = Eigen::Matrix<acc, BC, BK, Eigen::RowMajor>;  // [BC, BK]
-    using vec = Eigen::Matrix<acc, 1, BK>;                      // [BK]
+    using tile = Eigen::Matrix<acc, BC, BC, Eigen::RowMajor>;    // [BC, BC]
+    using slice = Eigen::Matrix<acc, BC, BK, Eigen::RowMajor>;   // [BC, BK]
+    using tslice = Eigen::Matrix<acc, BK, BC, Eigen::RowMajor>;  // [BK, BC]
+    using vec = Eigen::Matrix<acc, 1, BK>;                       // [BK]
 
-    tile_ops(const inter_solve_params<X>& P, const chunk_coords& c, std::int64_t hv)
-        : P_(P), c_(c), hv_(hv), h_(hv / (P.HV / P.H)) {}
+    /// Row stride of the staging buffers: K rounded up to whole slices.
+    static std::int64_t padded_k(std::int64_t K) { return (K + BK - 1) / BK * BK; }
+
+    tile_ops(const inter_solve_params<X>& P, const chunk_coords& c, std::int64_t hv, scratch<acc>& buf)
+        : P_(P), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(padded_k(P.K)), buf_(buf) {
+        const int n = static_cast<int>(c_.n);
+        for (int r = 0; r < n; ++r) {
+            const std::int64_t t = c_.bos + c_.t0 + r;
+            if (r >= BC) stage_row(P_.q + P_.q_s.at(c_.b, t, h_), buf_.q.data() + r * kp_);  // q of sub-chunk 0 is never read
+            stage_row(P_.k + P_.k_s.at(c_.b, t, h_), buf_.k.data() + r * kp_);
+            stage_row(P_.g + P_.g_s.at(c_.b, t, hv_), buf_.g.data() + r * kp_);
+        }
+    }
 
     [[nodiscard]] int rows(int s) const {
         const std::int64_t r = c_.n - static_cast<std::int64_t>(s) * BC;
@@ -39,31 +67,49 @@ public:
     }
     [[nodiscard]] int num_k() const { return static_cast<int>(P_.K); }
 
-    slice load_q(int s, int k0) const { return load_slice(P_.q, P_.q_s, h_, s, k0); }
-    slice load_k(int s, int k0) const { return load_slice(P_.k, P_.k_s, h_, s, k0); }
-    slice load_g(int s, int k0) const { return load_slice(P_.g, P_.g_s, hv_, s, k0); }
+    slice load_q(int s, int k0) const { return load_slice<false>(buf_.q, s, k0); }
+    slice load_k(int s, int k0) const { return load_slice<false>(buf_.k, s, k0); }
+    slice load_g(int s, int k0) const { return load_slice<false>(buf_.g, s, k0); }
+    tslice load_kt(int s, int k0) const { return load_slice<true>(buf_.k, s, k0); }
+    tslice load_gt(int s, int k0) const { return load_slice<true>(buf_.g, s, k0); }
     static vec first_row(const slice& g) { return g.row(0); }
 
     /// x 2^(g - gn) on the valid rows of sub-chunk s, 0 on the others.
     slice gate_down(const slice& x, const slice& g, const vec& gn, int s) const {
-        slice out = x.cwiseProduct(exp2_of(g.rowwise() - gn));
+        slice out = x.cwiseProduct(exp2_of<BC, BK>((g.rowwise() - gn).array()));
         const int nr = rows(s);
         if (nr < BC) out.bottomRows(BC - nr).setZero();
         return out;
     }
-    /// x 2^(gn - g).
-    static slice gate_up(const slice& x, const slice& g, const vec& gn) {
-        return x.cwiseProduct(exp2_of((-g).rowwise() + gn));
+    /// (x 2^(gn - g))^T, from x^T and g^T.
+    static tslice gate_up(const tslice& xt, const tslice& gt, const vec& gn) {
+        return xt.cwiseProduct(exp2_of<BK, BC>(((-gt).colwise() + gn.transpose()).array()));
     }
 
     static tile zero() { return tile::Zero(); }
-    static void mma_nt(tile& c, const slice& a, const slice& b) { c.noalias() += a * b.transpose(); }
+    /// c += a b for row-major [BC, N] x [N, BC]: rank-1 updates over N, each row of c one
+    /// accumulator of BC lanes, so the BC rows are independent FMA chains (Eigen's lazy product
+    /// runs one chain per row, its GEMM path packs 16 x 16 operands: both slower at this size).
+    template <int N>
+    static void mac(tile& c, const Eigen::Matrix<acc, BC, N, Eigen::RowMajor>& a, const Eigen::Matrix<acc, N, BC, Eigen::RowMajor>& b) {
+        alignas(64) acc r[BC][BC];
+        std::copy(c.data(), c.data() + BC * BC, &r[0][0]);
+        for (int k = 0; k < N; ++k) {
+            const acc* bk = b.data() + k * BC;
+            for (int i = 0; i < BC; ++i) {
+                const acc aik = a(i, k);
+                for (int j = 0; j < BC; ++j) r[i][j] += aik * bk[j];
+            }
+        }
+        std::copy(&r[0][0], &r[0][0] + BC * BC, c.data());
+    }
+    static void mma(tile& c, const slice& a, const tslice& bt) { mac<BK>(c, a, bt); }
     static tile mm(const tile& a, const tile& b) {
-        tile c;
-        c.noalias() = a * b;
+        tile c = tile::Zero();
+        mac<BC>(c, a, b);
         return c;
     }
-    static void mm_acc(tile& c, const tile& a, const tile& b) { c.noalias() += a * b; }
+    static void mm_acc(tile& c, const tile& a, const tile& b) { mac<BC>(c, a, b); }
     static tile neg(const tile& a) { return -a; }
 
     void store_aqk(const tile& t, int si, int sj) const {
@@ -116,34 +162,74 @@ private:
         return to_acc<acc>(static_cast<const X*>(P_.beta)[off]);
     }
 
-    template <class T>
-    slice load_slice(const T* base, const axis_strides& st, std::int64_t head, int s, int k0) const {
-        slice out = slice::Zero();
+    /// Rows of sub-chunk s, columns [k0, k0 + BK) of a staged tensor, as [BC, BK] or transposed
+    /// [BK, BC]; rows past the chunk's end are 0 (and were never read), columns past K are 0.
+    template <bool Transposed>
+    auto load_slice(const std::vector<acc>& staged, int s, int k0) const {
+        using out_t = std::conditional_t<Transposed, tslice, slice>;
+        out_t out = out_t::Zero();
         const int nr = rows(s);
-        const int nk = static_cast<int>(std::min<std::int64_t>(BK, P_.K - k0));
-        using E = eigen_scalar_t<T>;
         for (int r = 0; r < nr; ++r) {
-            const T* src = base + st.at(c_.b, token(s, r), head) + k0;
-            out.row(r).head(nk) = Eigen::Map<const Eigen::Matrix<E, 1, Eigen::Dynamic>>(reinterpret_cast<const E*>(src), nk).template cast<acc>();
+            const acc* row = staged.data() + (static_cast<std::int64_t>(s) * BC + r) * kp_ + k0;
+            if constexpr (Transposed) {
+                for (int j = 0; j < BK; ++j) out(j, r) = row[j];
+            } else {
+                std::copy(row, row + BK, out.row(r).data());
+            }
         }
         return out;
     }
 
-    /// 2^x elementwise, accurate to the accumulator's rounding (see the header comment).
-    template <class Expr>
-    static slice exp2_of(const Expr& x) {
-        constexpr double ln2 = std::numbers::ln2;
-        if constexpr (std::is_same_v<acc, float>) {
-            return (x.template cast<double>().array() * ln2).exp().template cast<float>().matrix();
+    /// One row of K stored values -> accumulator type, zero-padded to kp_.
+    template <class T>
+    void stage_row(const T* src, acc* dst) const {
+        convert_row(src, dst, static_cast<int>(P_.K));
+        std::fill(dst + P_.K, dst + kp_, acc(0));
+    }
+
+    /// n stored values -> accumulator type. bf16 is the top half of an fp32 (a shift the compiler
+    /// vectorises); fp16 goes through Eigen::half; fp32 / fp64 are copies.
+    template <class T>
+    static void convert_row(const T* src, acc* dst, int n) {
+        if constexpr (std::is_same_v<T, bf16_t>) {
+            for (int j = 0; j < n; ++j) dst[j] = static_cast<acc>(std::bit_cast<float>(static_cast<std::uint32_t>(src[j].bits) << 16));
+        } else if constexpr (std::is_same_v<T, acc>) {
+            std::copy(src, src + n, dst);
         } else {
-            // fp64 data: glibc's exp2 (scalar; exact on integers, as the exactness tests require)
-            return x.unaryExpr([](double v) { return std::exp2(v); });
+            for (int j = 0; j < n; ++j) dst[j] = to_acc<acc>(src[j]);
+        }
+    }
+
+    /// 2^x elementwise, accurate to about one unit in the last place of the accumulator type.
+    /// fp32: x = n + f with n = round(x), 2^f = exp(f ln 2) by Eigen's vectorised expf (|f ln 2| <=
+    /// 0.35, so rounding f ln 2 costs < 2^-25 relative), and 2^n applied as two exact power-of-two
+    /// factors, so results in the subnormal range are rounded once. fp64: glibc's exp2.
+    template <int R, int C, class Expr>
+    static Eigen::Matrix<acc, R, C, Eigen::RowMajor> exp2_of(const Expr& x_expr) {
+        using arr = Eigen::Array<acc, R, C, Eigen::RowMajor>;
+        const arr x = x_expr;
+        if constexpr (std::is_same_v<acc, float>) {
+            const arr n = x.round().cwiseMax(-252.0f).cwiseMin(254.0f);
+            const arr e = ((x - n) * std::numbers::ln2_v<float>).exp();
+            Eigen::Matrix<float, R, C, Eigen::RowMajor> out;
+            const float* pn = n.data();
+            const float* pe = e.data();
+            float* po = out.data();
+            for (int i = 0; i < R * C; ++i) {
+                const int ni = pn[i] == pn[i] ? static_cast<int>(pn[i]) : 0;  // NaN propagates through e
+                const int h1 = ni >> 1, h2 = ni - h1;                             // each in [-126, 127]
+                po[i] = pe[i] * std::bit_cast<float>((h1 + 127) << 23) * std::bit_cast<float>((h2 + 127) << 23);
+            }
+            return out;
+        } else {
+            return x.unaryExpr([](double v) { return std::exp2(v); }).matrix();
         }
     }
 
     const inter_solve_params<X>& P_;
     chunk_coords c_;
-    std::int64_t hv_, h_;
+    std::int64_t hv_, h_, kp_;
+    scratch<acc>& buf_;
 };
 
 }  // namespace kda::cpu

@@ -13,16 +13,17 @@
 //        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)
 //   5. store the lower block triangle of Akk.
 //
-// The tile-ops policy `Ops` provides (slice = [BC, BK], vec = [BK], tile = [BC, BC], all in the
-// accumulator type):
+// The tile-ops policy `Ops` provides (slice = [BC, BK], tslice = [BK, BC] (a transposed slice),
+// vec = [BK], tile = [BC, BC], all in the accumulator type):
 //   int  rows(s)                       valid rows of sub-chunk s (0 .. BC)
 //   int  num_k()                       K
 //   slice load_q(s, k0), load_k(s, k0), load_g(s, k0)    rows >= rows(s), columns >= K read as 0
+//   tslice load_kt(s, k0), load_gt(s, k0)                the same, transposed
 //   vec  first_row(slice)
 //   slice gate_down(x, g, gn, s)       x 2^(g - gn) on valid rows of s, 0 elsewhere
-//   slice gate_up(x, g, gn)            x 2^(gn - g)
+//   tslice gate_up(xt, gt, gn)         (x 2^(gn - g))^T from transposed x and g
 //   tile zero()
-//   void mma_nt(tile& acc, a, b)       acc += a b^T
+//   void mma(tile& acc, a, bt)         acc += a bt   ([BC, BK] x [BK, BC])
 //   void store_aqk(tile, si, sj)       scaled by the call's scale
 //   void scale_rows_beta(tile&, si)
 //   tile load_diag(s)                  not safe: strict lower part of Akkd's block; safe: lower part
@@ -53,20 +54,22 @@ void inter_solve_chunk(Ops& ops) {
     tile b_Akk[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];
     for (int p = 0; p < Cfg::NPAIR; ++p) b_Aqk[p] = b_Akk[p] = ops.zero();
     if (NS > 1) {
-        slice b_k[NC], b_g[NC];
+        using tslice = typename Ops::tslice;
+        tslice b_kt[NC], b_gt[NC];  // sub-chunks in the role of sj (all but the last)
         for (int k0 = 0; k0 < ops.num_k(); k0 += BK) {
-            for (int s = 0; s < NS; ++s) {
-                b_k[s] = ops.load_k(s, k0);  // [BC, BK]
-                b_g[s] = ops.load_g(s, k0);  // [BC, BK]
+            for (int s = 0; s + 1 < NS; ++s) {
+                b_kt[s] = ops.load_kt(s, k0);  // [BK, BC]
+                b_gt[s] = ops.load_gt(s, k0);  // [BK, BC]
             }
             for (int si = 1; si < NS; ++si) {
-                const auto b_gn = ops.first_row(b_g[si]);                      // [BK]
-                const slice b_qg = ops.gate_down(ops.load_q(si, k0), b_g[si], b_gn, si);  // [BC, BK]
-                const slice b_kg = ops.gate_down(b_k[si], b_g[si], b_gn, si);             // [BC, BK]
+                const slice b_g = ops.load_g(si, k0);                                    // [BC, BK]
+                const auto b_gn = ops.first_row(b_g);                                    // [BK]
+                const slice b_qg = ops.gate_down(ops.load_q(si, k0), b_g, b_gn, si);     // [BC, BK]
+                const slice b_kg = ops.gate_down(ops.load_k(si, k0), b_g, b_gn, si);     // [BC, BK]
                 for (int sj = 0; sj < si; ++sj) {
-                    const slice b_kgt = ops.gate_up(b_k[sj], b_g[sj], b_gn);  // [BC, BK], used transposed
-                    ops.mma_nt(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
-                    ops.mma_nt(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
+                    const tslice b_kgt = ops.gate_up(b_kt[sj], b_gt[sj], b_gn);  // [BK, BC]
+                    ops.mma(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
+                    ops.mma(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
                 }
             }
         }
