@@ -74,13 +74,14 @@ public:
     tslice load_gt(int s, int k0) const { return load_slice<true>(buf_.g, s, k0); }
     static vec first_row(const slice& g) { return g.row(0); }
 
-    /// x 2^(g - gn) on the valid rows of sub-chunk s, 0 on the others.
-    slice gate_down(const slice& x, const slice& g, const vec& gn, int s) const {
-        slice out = x.cwiseProduct(exp2_of<BC, BK>((g.rowwise() - gn).array()));
+    /// 2^(g - gn) on the valid rows of sub-chunk s, 0 on the others (never evaluated there).
+    slice decay_down(const slice& g, const vec& gn, int s) const {
+        slice out = exp2_of<BC, BK>((g.rowwise() - gn).array());
         const int nr = rows(s);
         if (nr < BC) out.bottomRows(BC - nr).setZero();
         return out;
     }
+    static slice mul(const slice& x, const slice& y) { return x.cwiseProduct(y); }
     /// (x 2^(gn - g))^T, from x^T and g^T.
     static tslice gate_up(const tslice& xt, const tslice& gt, const vec& gn) {
         return xt.cwiseProduct(exp2_of<BK, BC>(((-gt).colwise() + gn.transpose()).array()));

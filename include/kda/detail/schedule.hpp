@@ -3,7 +3,7 @@
 //
 // For a chunk of n <= BT rows cut into sub-chunks s = 0 .. NS-1 (NS = ceil(n / BC)):
 //   1. off-diagonal products, K in BK slices, with the reference gate gn = g[first row of si]:
-//        qg = q_si 2^(g_si - gn), kg = k_si 2^(g_si - gn)   (rows past n -> 0)
+//        gqn = 2^(g_si - gn) (rows past n -> 0), qg = q_si gqn, kg = k_si gqn
 //        kgt = k_sj 2^(gn - g_sj)                            (exponents <= 0 for decaying gates)
 //        Aqk_ij += qg kgt^T,  L_ij += kg kgt^T               for every si > sj
 //   2. Aqk_ij *= scale (stored); row r of L_ij *= beta[t_r]
@@ -20,7 +20,8 @@
 //   slice load_q(s, k0), load_k(s, k0), load_g(s, k0)    rows >= rows(s), columns >= K read as 0
 //   tslice load_kt(s, k0), load_gt(s, k0)                the same, transposed
 //   vec  first_row(slice)
-//   slice gate_down(x, g, gn, s)       x 2^(g - gn) on valid rows of s, 0 elsewhere
+//   slice decay_down(g, gn, s)         2^(g - gn) on valid rows of s, 0 elsewhere (the seed's b_gqn)
+//   slice mul(x, y)                    elementwise product
 //   tslice gate_up(xt, gt, gn)         (x 2^(gn - g))^T from transposed x and g
 //   tile zero()
 //   void mma(tile& acc, a, bt)         acc += a bt   ([BC, BK] x [BK, BC])
@@ -64,8 +65,9 @@ void inter_solve_chunk(Ops& ops) {
             for (int si = 1; si < NS; ++si) {
                 const slice b_g = ops.load_g(si, k0);                                    // [BC, BK]
                 const auto b_gn = ops.first_row(b_g);                                    // [BK]
-                const slice b_qg = ops.gate_down(ops.load_q(si, k0), b_g, b_gn, si);     // [BC, BK]
-                const slice b_kg = ops.gate_down(ops.load_k(si, k0), b_g, b_gn, si);     // [BC, BK]
+                const slice b_gqn = ops.decay_down(b_g, b_gn, si);                       // [BC, BK]
+                const slice b_qg = ops.mul(ops.load_q(si, k0), b_gqn);                   // [BC, BK]
+                const slice b_kg = ops.mul(ops.load_k(si, k0), b_gqn);                   // [BC, BK]
                 for (int sj = 0; sj < si; ++sj) {
                     const tslice b_kgt = ops.gate_up(b_kt[sj], b_gt[sj], b_gn);  // [BK, BC]
                     ops.mma(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
