@@ -11,3 +11,14 @@ foreach(part "[grid][bf16]" "[grid][fp16]" "[grid][fp32]" "[grid][fp64]" "[varle
   string(REGEX REPLACE "\\.$" "" name "${name}")
   add_test(NAME ${name} COMMAND kda_test_cpu "[cpu]${part}")
 endforeach()
+
+# Compile-fail tests: each file must be refused, with our static_assert's sentence.
+foreach(case unknown_backend:no\ implementation\ for\ this\ Backend bad_tile_config:sub-chunk\ size\ BC\ must\ be\ 16)
+  string(REPLACE ":" ";" parts "${case}")
+  list(GET parts 0 file)
+  list(GET parts 1 expect)
+  add_test(NAME compile_fail.${file}
+           COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -fsyntax-only -I${CMAKE_SOURCE_DIR}/include
+                   ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/${file}.cpp)
+  set_tests_properties(compile_fail.${file} PROPERTIES PASS_REGULAR_EXPRESSION "${expect}")
+endforeach()
