@@ -11,12 +11,12 @@ KDA_CONFORMANCE_SUITE(cuda_runner, "[cuda]")
 
 TEST_CASE("cuda tf32: dense grids", "[cuda][tf32][grid]") {
     for (auto X : {kda::dtype::bf16, kda::dtype::fp16, kda::dtype::fp32})
-        kda::testing::check_grid(cuda_tf32_runner{}, kda::testing::dense_grid(X), "dense grid");
+        kda::testing::check_grid(cuda_tf32_runner{}, kda::testing::dense_grid(X), (std::string("dense grid ") + std::string(kda::name(X))).c_str());
 }
 
 TEST_CASE("cuda tf32: varlen grid", "[cuda][tf32][varlen]") {
     for (auto X : {kda::dtype::bf16, kda::dtype::fp16, kda::dtype::fp32})
-        kda::testing::check_grid(cuda_tf32_runner{}, kda::testing::varlen_grid(X), "varlen grid");
+        kda::testing::check_grid(cuda_tf32_runner{}, kda::testing::varlen_grid(X), (std::string("varlen grid ") + std::string(kda::name(X))).c_str());
 }
 
 TEST_CASE("cuda tf32: properties", "[cuda][tf32][properties]") {

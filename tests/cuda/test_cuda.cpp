@@ -368,7 +368,10 @@ TEST_CASE("cuda: outputs of more than 2^31 elements", "[cuda][.large]") {
         for (std::int64_t h = 0; h < H; ++h)
             for (auto* x : {&q, &k}) {
                 double v[16], nrm = 0;
-                for (std::int64_t c = 0; c < K; ++c) nrm += (v[c] = unit((((t * H + h) * K + c) << 1) + (x == &q)) - 0.5) * v[c];
+                for (std::int64_t c = 0; c < K; ++c) {
+                    v[c] = unit((((t * H + h) * K + c) << 1) + (x == &q)) - 0.5;
+                    nrm += v[c] * v[c];
+                }
                 for (std::int64_t c = 0; c < K; ++c) kda::reference::store(*x, (t * H + h) * K + c, v[c] / std::sqrt(nrm + 1e-12));
             }
         for (std::int64_t hv = 0; hv < HV; ++hv) kda::reference::store(beta, t * HV + hv, 0.1 + 0.8 * unit(0x5eed0000000ull + t * HV + hv));
@@ -477,4 +480,26 @@ TEST_CASE("cuda: outputs of more than 2^31 elements", "[cuda][.large]") {
     CHECK(kda::testing::rel_rms(rk, ck, ref.akk_written) <= 0.1 * kda::testing::unit_roundoff(X));
     std::printf("[cuda large] sampled chunks: Aqk err %.3g (%.4f x floor), Akk err %.3g (%.4f x floor)\n", gpu.aqk.err, gpu.aqk.ratio(),
                 gpu.akk.err, gpu.akk.ratio());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel time of a typical shape (a baseline for tuning, not a test of speed): B = 1, T = 16384,
+// H = HV = 16, K = 128, BT = 64, bf16, both precisions. Prints the best of 5 kernel times (CUDA
+// events, through the bridge) and the bandwidth of the fewest bytes the step must move.
+TEST_CASE("cuda: kernel time of a typical shape", "[cuda][.timing]") {
+    const kda::inter_solve_problem p0 = problem(1, 16384, 16, 16, 128, 64, false);
+    kda::reference::generator_options opt;
+    opt.seed = 3;
+    const auto in = kda::reference::make_inputs(p0, dtype::bf16, opt);
+    const double T = 16384, H = 16, HV = 16, K = 128, chunks = T / 64;
+    const double bytes = 2 * T * H * K * 2 + T * HV * K * 4 + T * HV * 2 + T * HV * 16 * 4 + chunks * HV * (6 + 10) * 256 * 2;
+    for (precision prec : {precision::fp32, precision::tf32}) {
+        kda::inter_solve_problem p = in.problem;
+        p.solve_precision = prec;
+        host_tensor Aqk = in.make_output(0), Akk = in.make_output(0);
+        double best = 1e300;
+        for (int rep = 0; rep < 5; ++rep) best = std::min(best, kda::bridge::cuda_inter_solve_host(p, in.args(Aqk, Akk)));
+        std::printf("[cuda timing] B1 T16384 H16 HV16 K128 BT64 bf16 %s: %.1f us, %.0f GB/s of %.0f MB (minimum bytes)\n",
+                    std::string(name(prec)).c_str(), best * 1e3, bytes / (best * 1e-3) / 1e9, bytes / 1e6);
+    }
 }

@@ -19,9 +19,10 @@
 // Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (cvt.rna) and
 // accumulates in the tensor core, as FLA does. fp32 splits every operand x = hi + lo into two tf32
 // numbers and sums all four partial products hi hi + hi lo + lo hi + lo lo of each k8 step into a
-// fresh accumulator, then adds it in fp32: a product is then as accurate as the split itself
-// (~2^-24 relative), and the tensor core's truncating accumulation (round toward zero) only ever
-// sees 8 products at a time.
+// fresh accumulator, then adds it in fp32: a product is then as accurate as the split itself (at
+// most 2^-22 relative, and exact for operands of up to 22 significant bits), and the tensor core's
+// truncating accumulation (round toward zero) only ever sees 8 products at a time. Measured on the
+// conformance grids, this mode is as accurate as the CPU backend's fp32 FMA arithmetic.
 //
 // Shared memory is one buffer used twice (its lifetimes do not overlap; a barrier separates them):
 // the staging slices s_q, s_k [BT, BK] (X) and s_g [BT, BK] (fp32) during phase 1, then the 16 x 16
@@ -108,7 +109,7 @@ struct mma_policy<precision::tf32> {
     __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_m16n8k8(acc, a.hi, b.hi); }
 };
 
-/// fp32: x = hi + lo (both tf32; the residue is ~2^-24 |x|), all four partial products, summed
+/// fp32: x = hi + lo (both tf32; |x - hi - lo| <= 2^-22 |x|), all four partial products, summed
 /// small to large into a fresh accumulator that is then added in fp32.
 template <>
 struct mma_policy<precision::fp32> {

@@ -1,0 +1,144 @@
+// cuda_bridge.cu: kda::bridge, the host-callable wrapper around the CUDA backend (see the header).
+#include "cuda_bridge.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <kda/cuda/inter_solve.cuh>
+#include <kda/validate.hpp>
+
+namespace kda::bridge {
+
+namespace {
+
+/// Owns one device allocation.
+class device_buffer {
+public:
+    explicit device_buffer(std::size_t bytes) { KDA_CUDA_CHECK(cudaMalloc(&p_, bytes > 0 ? bytes : 1)); }
+    device_buffer(const device_buffer&) = delete;
+    device_buffer& operator=(const device_buffer&) = delete;
+    device_buffer(device_buffer&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+    device_buffer& operator=(device_buffer&&) = delete;
+    ~device_buffer() {
+        if (p_ != nullptr) (void)cudaFree(p_);
+    }
+    [[nodiscard]] unsigned char* get() const { return static_cast<unsigned char*>(p_); }
+
+private:
+    void* p_ = nullptr;
+};
+
+class stream_guard {
+public:
+    stream_guard() { KDA_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+    stream_guard(const stream_guard&) = delete;
+    stream_guard& operator=(const stream_guard&) = delete;
+    ~stream_guard() {
+        (void)cudaStreamDestroy(s_);
+    }
+    [[nodiscard]] cudaStream_t get() const { return s_; }
+
+private:
+    cudaStream_t s_ = nullptr;
+};
+
+class event_guard {
+public:
+    event_guard() { KDA_CUDA_CHECK(cudaEventCreate(&e_)); }
+    event_guard(const event_guard&) = delete;
+    event_guard& operator=(const event_guard&) = delete;
+    ~event_guard() { (void)cudaEventDestroy(e_); }
+    [[nodiscard]] cudaEvent_t get() const { return e_; }
+
+private:
+    cudaEvent_t e_ = nullptr;
+};
+
+/// Device copies of host tensor views. A view's whole byte range [lo, hi) is copied, so strides
+/// (padding included) carry over unchanged, and the copy starts at the same offset modulo 256
+/// bytes as the host pointer, so that alignment (and with it the kernel's choice between vector
+/// and element-wise loads) is the same as on the host.
+class mirror {
+public:
+    explicit mirror(cudaStream_t s) : s_(s) {}
+    mirror(const mirror&) = delete;
+    mirror& operator=(const mirror&) = delete;
+    ~mirror() { (void)cudaStreamSynchronize(s_); }  // no copy may still run when the buffers go
+
+    template <class Ptr>
+    basic_tensor_ref<Ptr> upload(const basic_tensor_ref<Ptr>& t) {
+        if (t.data == nullptr || t.numel() == 0) return t;
+        const auto r = kda::detail::range_of(t);
+        const std::size_t bytes = r.hi - r.lo, lead = r.lo % 256;
+        buffers_.emplace_back(bytes + lead);
+        unsigned char* dev = buffers_.back().get() + lead;
+        KDA_CUDA_CHECK(cudaMemcpyAsync(dev, reinterpret_cast<const void*>(r.lo), bytes, cudaMemcpyHostToDevice, s_));
+        basic_tensor_ref<Ptr> d = t;
+        d.data = dev;
+        return d;
+    }
+
+    /// Copies a device view's byte range back into the host view it mirrors.
+    void download(const mutable_tensor_ref& host, const mutable_tensor_ref& dev) {
+        if (host.data == nullptr || host.numel() == 0) return;
+        const auto r = kda::detail::range_of(host);
+        KDA_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<void*>(r.lo), dev.data, r.hi - r.lo, cudaMemcpyDeviceToHost, s_));
+    }
+
+private:
+    cudaStream_t s_;
+    std::vector<device_buffer> buffers_;
+};
+
+}  // namespace
+
+bool cuda_device_present() noexcept {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_args& host_args) {
+    // Validate the host views first, as the library would validate device views: the index
+    // tensors' contents are read from their host copies, which here are the tensors themselves.
+    inter_solve_args h = host_args;
+    if (h.cu_seqlens_host.data == nullptr) h.cu_seqlens_host = h.cu_seqlens;
+    if (h.chunk_indices_host.data == nullptr) h.chunk_indices_host = h.chunk_indices;
+    const status st = can_implement(p, h, cuda_backend::caps());
+    if (!st) throw kda::error(st.message);
+    if (p.T == 0) return 0.0;
+
+    stream_guard stream;
+    mirror m(stream.get());
+    inter_solve_args d;
+    d.q = m.upload(h.q);
+    d.k = m.upload(h.k);
+    d.g = m.upload(h.g);
+    d.beta = m.upload(h.beta);
+    d.Akkd = m.upload(h.Akkd);
+    d.Aqk = m.upload(h.Aqk);
+    d.Akk = m.upload(h.Akk);
+    d.cu_seqlens = m.upload(h.cu_seqlens);
+    d.chunk_indices = m.upload(h.chunk_indices);
+    d.cu_seqlens_host = h.cu_seqlens_host;
+    d.chunk_indices_host = h.chunk_indices_host;
+
+    event_guard start, stop;
+    KDA_CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
+    kda::inter_solve(cuda_backend{stream.get()}, p, d);
+    KDA_CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
+    m.download(h.Aqk, d.Aqk);
+    m.download(h.Akk, d.Akk);
+    KDA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    float ms = 0.f;
+    KDA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return static_cast<double>(ms);
+}
+
+}  // namespace kda::bridge

@@ -1,0 +1,29 @@
+// cuda_bridge.hpp: run the CUDA backend on host tensors, from plain C++ (no CUDA header here).
+//
+//   if (kda::bridge::cuda_device_present()) {
+//       const double ms = kda::bridge::cuda_inter_solve_host(problem, args);  // args: host tensors
+//   }
+//
+// Link the CMake target kda_cuda_bridge (built when nvcc is found). Meant for tests, examples and
+// tools: every call allocates device memory, copies and synchronises, which the library itself
+// never does.
+#pragma once
+
+#include <kda/args.hpp>
+
+namespace kda::bridge {
+
+/// Whether a CUDA device and a working driver are present. Never throws.
+bool cuda_device_present() noexcept;
+
+/// Validates `host_args` (host tensors, outputs included) exactly as kda::inter_solve with the
+/// cuda backend would (kda::error naming the argument, nothing written on failure), copies every
+/// tensor to the current device (the outputs too, so entries the step does not own keep their
+/// contents; strides and the pointers' alignment modulo 256 bytes are preserved), runs
+/// kda::inter_solve(kda::cuda_backend{stream}, ...) on a stream of its own, copies Aqk and Akk back
+/// into the host buffers and returns the kernel's time in milliseconds (CUDA events around the
+/// launch). In varlen mode cu_seqlens / chunk_indices are host tensors too; chunk_indices may be
+/// omitted (the kernel then searches cu_seqlens).
+double cuda_inter_solve_host(const kda::inter_solve_problem& problem, const kda::inter_solve_args& host_args);
+
+}  // namespace kda::bridge
