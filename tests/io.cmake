@@ -23,9 +23,12 @@ if(KDA_BUILD_EXAMPLES)
   add_test(NAME io.cli COMMAND kda_test_cli "[cli]")
 endif()
 
-# libFuzzer target for the safetensors reader and the case validation (clang only):
-#   cmake -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKDA_FUZZ=ON && cmake --build build-fuzz --target kda_fuzz_safetensors
-#   build-fuzz/tests/kda_fuzz_safetensors -max_total_time=300 tests/fuzz/corpus
+# libFuzzer target for the safetensors reader and the case validation (clang only; see
+# tests/fuzz/fuzz_safetensors.cpp):
+#   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DKDA_FUZZ=ON -DKDA_ENABLE_CUDA=OFF
+#   cmake --build build-fuzz --target kda_fuzz_safetensors
+#   mkdir -p /tmp/corpus && build-fuzz/tests/kda_fuzz_safetensors -dict=tests/fuzz/safetensors.dict \
+#       -max_total_time=300 /tmp/corpus tests/fuzz/corpus
 if(KDA_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "KDA_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
@@ -34,4 +37,6 @@ if(KDA_FUZZ)
   target_link_libraries(kda_fuzz_safetensors PRIVATE kda::kda nlohmann_json::nlohmann_json)
   target_compile_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
   target_link_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined)
+  # regression: every seed once (no mutation)
+  add_test(NAME io.fuzz.corpus COMMAND kda_fuzz_safetensors -runs=0 ${CMAKE_CURRENT_LIST_DIR}/fuzz/corpus)
 endif()

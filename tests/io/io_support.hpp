@@ -149,6 +149,7 @@ inline std::vector<defect> case_defects() {
     d.push_back({"BT metadata vs Aqk_diag width", false, [=](F& f) { replace(f, "Aqk_diag", iota(dtype::bf16, {1, 40, 2, 64})); f.metadata["BT"] = "32"; },
                  "tensor 'Aqk_diag' has 64 columns but BT = 32 (metadata)"});
     d.push_back({"BT metadata not 32 or 64", false, [](F& f) { f.metadata["BT"] = "48"; }, "metadata 'BT': expected 32 or 64, got 48"});
+    d.push_back({"BT metadata that wraps around int", false, [](F& f) { f.metadata["BT"] = "4294967360"; }, "metadata 'BT': expected a size in [0, 1048576], got 4294967360"});
     d.push_back({"BT metadata not an integer", false, [](F& f) { f.metadata["BT"] = "64x"; }, "metadata 'BT': expected an integer, got '64x'"});
     d.push_back({"safe_gate metadata", false, [](F& f) { f.metadata["safe_gate"] = "maybe"; }, "metadata 'safe_gate': expected true or false, got 'maybe'"});
     d.push_back({"T metadata vs q", false, [](F& f) { f.metadata["T"] = "41"; }, "metadata 'T' = 41 disagrees with the tensors (T = 40"});

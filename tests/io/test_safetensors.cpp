@@ -1,5 +1,6 @@
 // tests/io/test_safetensors.cpp: the safetensors reader and writer (kda/io/safetensors.hpp):
 // round trips, the golden files' layout, and one test per defect of a hostile file.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -145,6 +146,9 @@ TEST_CASE("hostile safetensors: header that is not JSON", "[io][safetensors][hos
     expect_parse_error(image_of("not json at all", 0), "the header is not valid JSON");
     expect_parse_error(image_of("", 0), "the header is not valid JSON");
     expect_parse_error(image_of("{\"x\":\"\xff\xfe\"}", 0), "the header is not valid JSON");  // ill-formed UTF-8
+    // the parser's message quotes the bytes it read: they come out escaped, on one line
+    const std::string m = kio::error_of([] { (void)safetensors_file::parse(image_of("{\"x\":\"\xff\n\"}", 0)); });
+    CHECK(std::all_of(m.begin(), m.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
 }
 
 TEST_CASE("hostile safetensors: header that is JSON but not an object", "[io][safetensors][hostile]") {

@@ -1,6 +1,7 @@
 // kda/cuda/launch.cuh: host side of the CUDA backend: lowers validated arguments to kernel params
 // and launches one kernel on the backend's stream (no allocation, no synchronisation).
 //
+// Tuning choices (K slice, pipeline depth, occupancy) live in tuning.hpp.
 // Grid: min(items, 2^31 - 1) blocks of 128 threads over items = chunks x HV (a grid-stride loop
 // covers the rest). Varlen without chunk_indices: the kernel finds each work slot's sequence by a
 // binary search over cu_seqlens (varlen_search.hpp), floor(T / BT) + N slots in all.
@@ -32,6 +33,16 @@ inline bool vector_loads_ok(const tensor_ref& t, std::int64_t K) {
     return true;
 }
 
+/// Whether the rows of output `t` take stores of two adjacent elements at even columns: a base
+/// aligned to 2 elements and even strides for every axis with more than one index.
+inline bool pair_stores_ok(const tensor_ref& t) {
+    const std::int64_t es = size_of(t.type);
+    if (reinterpret_cast<std::uintptr_t>(t.data) % static_cast<std::uintptr_t>(2 * es) != 0) return false;
+    for (int d = 0; d < t.rank - 1; ++d)
+        if (t.shape[d] > 1 && t.stride[d] % 2 != 0) return false;
+    return true;
+}
+
 /// Launches the kernel for validated arguments (called by chunk_kda_inter_solve<cuda_backend>::launch).
 template <class X, class Cfg, class Mode>
 void launch_inter_solve(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
@@ -56,6 +67,7 @@ void launch_inter_solve(const cuda_backend& be, const inter_solve_problem& p, co
     kp.vec_q = vector_loads_ok(a.q, p.K);
     kp.vec_k = vector_loads_ok(a.k, p.K);
     kp.vec_g = vector_loads_ok(a.g, p.K);
+    kp.pair_out = pair_stores_ok(as_const(a.Aqk)) && pair_stores_ok(as_const(a.Akk));
     const std::int64_t items = kp.p.num_items();
     if (items == 0) return;
 

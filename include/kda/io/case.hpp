@@ -97,8 +97,8 @@ struct inter_solve_case {
 
         // --- metadata
         // BT and BC size the outputs, so they are checked before anything is allocated.
-        p.BT = static_cast<int>(meta_int(f, "BT", 64, where));
-        p.BC = static_cast<int>(meta_int(f, "BC", 16, where));
+        p.BT = static_cast<int>(meta_int(f, "BT", 64, where, 1 << 20));
+        p.BC = static_cast<int>(meta_int(f, "BC", 16, where, 1 << 20));
         if (p.BT != 32 && p.BT != 64) fail("metadata 'BT': expected 32 or 64, got " + std::to_string(p.BT));
         if (p.BC != 16) fail("metadata 'BC': expected 16, got " + std::to_string(p.BC));
         p.safe_gate = meta_bool(f, "safe_gate", false, where);
@@ -210,7 +210,8 @@ struct inter_solve_case {
     }
 
 private:
-    static std::int64_t meta_int(const safetensors_file& f, const char* key, std::int64_t fallback, const std::string& where) {
+    static std::int64_t meta_int(const safetensors_file& f, const char* key, std::int64_t fallback, const std::string& where,
+                                 std::int64_t max = std::int64_t{1} << 40) {
         const auto v = f.meta(key);
         if (!v) return fallback;
         std::int64_t out = 0;
@@ -218,7 +219,7 @@ private:
         const char* e = b + v->size();
         const auto [ptr, ec] = std::from_chars(b, e, out);
         KDA_CHECK(ec == std::errc() && ptr == e && !v->empty(), where << "metadata '" << key << "': expected an integer, got " << detail::printable(*v));
-        KDA_CHECK(out >= 0 && out <= (std::int64_t{1} << 40), where << "metadata '" << key << "': expected a non-negative size, got " << out);
+        KDA_CHECK(out >= 0 && out <= max, where << "metadata '" << key << "': expected a size in [0, " << max << "], got " << out);
         return out;
     }
     static bool meta_bool(const safetensors_file& f, const char* key, bool fallback, const std::string& where) {

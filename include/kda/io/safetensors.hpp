@@ -74,14 +74,14 @@ inline std::optional<dtype> dtype_from_safetensors(std::string_view s) {
 
 namespace detail {
 
-/// A string from a hostile file, fit for a one-line message: quoted, control and non-ASCII bytes
-/// escaped as \xNN, cut after 64 bytes.
-inline std::string printable(std::string_view s) {
-    std::string out = "'";
-    const std::size_t n = std::min<std::size_t>(s.size(), 64);
+/// A string from a hostile file, fit for a one-line message: control and non-ASCII bytes, the
+/// backslash and (when `quote`) the single quote escaped as \xNN, cut after `max` bytes.
+inline std::string escaped(std::string_view s, std::size_t max, bool quote = false) {
+    std::string out;
+    const std::size_t n = std::min(s.size(), max);
     for (std::size_t i = 0; i < n; ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
-        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+        if (c >= 0x20 && c < 0x7f && !(quote && c == '\'') && c != '\\') {
             out += static_cast<char>(c);
         } else {
             static constexpr char hex[] = "0123456789abcdef";
@@ -91,8 +91,11 @@ inline std::string printable(std::string_view s) {
         }
     }
     if (s.size() > n) out += "...";
-    return out + "'";
+    return out;
 }
+
+/// A name from a hostile file, quoted and escaped (at most 64 bytes shown).
+inline std::string printable(std::string_view s) { return "'" + escaped(s, 64, true) + "'"; }
 
 /// One validated header entry.
 struct entry {
@@ -144,7 +147,7 @@ inline std::vector<entry> parse_header(std::string_view header, std::uint64_t da
     try {
         j = nlohmann::json::parse(header.begin(), header.end(), cb);
     } catch (const nlohmann::json::exception& e) {
-        KDA_CHECK(false, where << "the header is not valid JSON (" << e.what() << ")");
+        KDA_CHECK(false, where << "the header is not valid JSON (" << escaped(e.what(), 300) << ")");
     }
     KDA_CHECK(j.is_object(), where << "the header is JSON but not an object (got a " << j.type_name() << ")");
     KDA_CHECK(!duplicate, where << "tensor " << printable(*duplicate) << " is named twice in the header");
@@ -312,7 +315,7 @@ struct safetensors_file {
         try {
             header = h.dump(-1, ' ', false, nlohmann::json::error_handler_t::strict);
         } catch (const nlohmann::json::exception& e) {
-            KDA_CHECK(false, "kda::io::safetensors: cannot write the header (" << e.what() << "); names and metadata must be UTF-8");
+            KDA_CHECK(false, "kda::io::safetensors: cannot write the header (" << detail::escaped(e.what(), 300) << "); names and metadata must be UTF-8");
         }
         header.append((8 - header.size() % 8) % 8, ' ');
         std::vector<std::byte> out(8 + header.size() + off);

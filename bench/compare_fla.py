@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""bench/compare_fla.py: FLA's Triton inter-solve kernel and kda's CUDA backend, side by side.
+
+    python3 bench/compare_fla.py --lib .dev/libkda_capi.so [--out DIR] [--reps 30]
+
+One invocation times, on identical inputs (torch tensors on the GPU):
+  * FLA: fla.ops.kda.chunk_intra.chunk_kda_fwd_kernel_inter_solve_fused (fla-core, tf32 solve as
+    FLA picks on this GPU, BK / num_warps autotuned by FLA on the first call),
+  * kda: kda_capi_inter_solve from bench/kda_capi.cu (a C ABI .so; torch data_ptrs), tf32 and fp32,
+checks kda (tf32) against FLA on the entries the step writes, and prints one table: shape, mode
+(not safe / safe gate), FLA time, kda time, speedup, kda TB/s, % of the copy limit, kda fp32 time.
+Timing: L2 flushed (512 MiB zeroed) before every call, CUDA events around the call, median of
+--reps; B1 T1024 H32 runs as captured CUDA graphs (replay). Traffic = the unique DRAM bytes a
+perfect kernel moves (q, k once per q/k head, g, beta, Akkd, Aqk's off-diagonal blocks, Akk's
+lower block triangle); the copy limit is a 2 GiB device-to-device copy measured in the same run.
+Writes DIR/compare.json and, when matplotlib is present, DIR/compare.png.
+"""
+import argparse, ctypes, datetime, json, math, os, platform, subprocess, sys
+
+import torch
+
+BT, BC, NC = 64, 16, 4
+RCP_LN2 = 1.4426950216
+
+
+class Call(ctypes.Structure):  # mirrors bench/kda_capi.h
+    _fields_ = [("dtype", ctypes.c_int32), ("BT", ctypes.c_int32),
+                ("B", ctypes.c_int64), ("T", ctypes.c_int64), ("H", ctypes.c_int64), ("HV", ctypes.c_int64), ("K", ctypes.c_int64),
+                ("scale", ctypes.c_double),
+                ("safe_gate", ctypes.c_int32), ("tf32", ctypes.c_int32), ("beta_fp32", ctypes.c_int32), ("pad_", ctypes.c_int32),
+                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p), ("Akkd", ctypes.c_void_p),
+                ("Aqk", ctypes.c_void_p), ("Akk", ctypes.c_void_p),
+                ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p), ("chunk_indices", ctypes.c_void_p),
+                ("chunk_indices_host", ctypes.c_void_p),
+                ("num_seqs", ctypes.c_int64), ("num_chunks", ctypes.c_int64), ("stream", ctypes.c_void_p)]
+
+
+def short_seqs():
+    g = torch.Generator().manual_seed(7)
+    return torch.randint(16, 513, (256,), generator=g).tolist()
+
+
+SHAPES = [  # name, B, T, H, HV, K, dtype, lengths, graph
+    ("B1 T8192 H96", 1, 8192, 96, 96, 128, torch.bfloat16, None, False),
+    ("B8 T4096 H32", 8, 4096, 32, 32, 128, torch.bfloat16, None, False),
+    ("GVA B4 T4096 H16 HV32", 4, 4096, 16, 32, 128, torch.bfloat16, None, False),
+    ("varlen 6 seqs H64", 1, None, 64, 64, 128, torch.bfloat16, [1300, 547, 2048, 963, 271, 3063], False),
+    ("B1 T1024 H32 (graph)", 1, 1024, 32, 32, 128, torch.bfloat16, None, True),
+    ("B1 T65536 H16", 1, 65536, 16, 16, 128, torch.bfloat16, None, False),
+    ("varlen 256 seqs H32", 1, None, 32, 32, 128, torch.bfloat16, "short", False),
+    ("B8 T4096 H32 K64", 8, 4096, 32, 32, 64, torch.bfloat16, None, False),
+    ("B8 T4096 H32 fp16", 8, 4096, 32, 32, 128, torch.float16, None, False),
+]
+
+
+def traffic(B, T, H, HV, K, es):
+    tok = B * T
+    return tok * (2 * H * K * es + HV * K * 4 + HV * es + HV * BC * 4 + HV * BC * (NC - 1) / 2 * es + HV * BC * (NC + 1) / 2 * es)
+
+
+def make_inputs(B, T, H, HV, K, dt, cu, safe, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dev = "cuda"
+    q = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, generator=gen), dim=-1).to(dt)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, generator=gen), dim=-1).to(dt)
+    # chunk-local cumsum of log-decays in log2 space (per sequence for varlen)
+    lg = -torch.nn.functional.softplus(torch.randn(B, T, HV, K, device=dev, generator=gen) - 2.0) * RCP_LN2
+    if cu is None:
+        pos = torch.arange(T, device=dev) % BT
+    else:
+        seq_start = torch.repeat_interleave(torch.tensor(cu[:-1], device=dev), torch.tensor([b - a for a, b in zip(cu[:-1], cu[1:])], device=dev))
+        pos = (torch.arange(T, device=dev) - seq_start) % BT
+    cs = torch.cumsum(lg, dim=1)
+    # g = cs - cs[before the chunk's first row]
+    idx0 = torch.arange(T, device=dev) - pos  # first row of each row's chunk
+    before = torch.where(idx0 > 0, idx0 - 1, torch.zeros_like(idx0))
+    base = cs[:, before] * (idx0 > 0).view(1, T, 1, 1)
+    g = (cs - base).float().contiguous()
+    beta = torch.sigmoid(torch.randn(B, T, HV, device=dev, generator=gen)).to(dt)
+    r = torch.arange(BC, device=dev)
+    rowpos = (pos % BC).view(1, T, 1, 1)
+    col = r.view(1, 1, 1, BC)
+    Akkd = 0.05 * torch.randn(B, T, HV, BC, device=dev, generator=gen)
+    if safe:
+        Akkd = torch.where(col < rowpos, Akkd, torch.where(col == rowpos, torch.ones_like(Akkd), torch.zeros_like(Akkd)))
+    else:
+        Akkd = torch.where(col < rowpos, Akkd, torch.zeros_like(Akkd))
+    return q, k, g, beta, Akkd.float().contiguous(), pos
+
+
+def written_masks(pos, T, cu):
+    """Aqk: off-diagonal blocks (sj < si); Akk: lower block triangle, columns < chunk length."""
+    dev = pos.device
+    si = (pos // BC).view(T, 1)
+    colv = torch.arange(BT, device=dev).view(1, BT)
+    sj = colv // BC
+    # chunk length of each row
+    if cu is None:
+        n = torch.clamp(T - (torch.arange(T, device=dev) - pos), max=BT)
+    else:
+        ends = torch.tensor(cu[1:], device=dev)
+        seq = torch.searchsorted(ends, torch.arange(T, device=dev), right=True)
+        n = torch.clamp(ends[seq] - (torch.arange(T, device=dev) - pos), max=BT)
+    m_aqk = sj < si
+    m_akk = (sj <= si) & (colv < n.view(T, 1))
+    return m_aqk, m_akk
+
+
+def time_it(fn, flush, reps, graph):
+    if graph:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            fn()
+        run = gr.replay
+    else:
+        run = fn
+    run()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        flush.zero_()
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=".dev/libkda_capi.so")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--only", default="")
+    a = ap.parse_args()
+    import triton
+    import fla
+    from fla.ops.kda.chunk_intra import chunk_kda_fwd_kernel_inter_solve_fused as fla_kernel
+    from fla.ops.utils.index import prepare_chunk_indices
+
+    lib = ctypes.CDLL(os.path.abspath(a.lib))
+    lib.kda_capi_inter_solve.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
+    dev = torch.cuda.get_device_name()
+    print(f"# {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}  GPU: {dev}  torch {torch.__version__}  triton {triton.__version__}  "
+          f"fla {getattr(fla, '__version__', '?')}  CUDA {torch.version.cuda}  python {platform.python_version()}")
+    # copy limit
+    n = 2 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    best = 1e30
+    for i in range(6):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record(); dst.copy_(src); e1.record(); e1.synchronize()
+        if i: best = min(best, e0.elapsed_time(e1))
+    copy_tbps = 2 * n / (best * 1e-3) / 1e12
+    del src, dst
+    print(f"# copy limit (2 GiB device-to-device copy, read + write): {copy_tbps:.2f} TB/s")
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    rows = []
+    for (name, B, T, H, HV, K, dt, lens, graph) in SHAPES:
+        if a.only and a.only not in name:
+            continue
+        if lens == "short":
+            lens = short_seqs()
+        cu = None
+        if lens is not None:
+            cu = [0]
+            for l in lens:
+                cu.append(cu[-1] + l)
+            T = cu[-1]
+        es = 2 if dt != torch.float32 else 4
+        tb = traffic(B, T, H, HV, K, es)
+        for safe in (False, True):
+            q, k, g, beta, Akkd, pos = make_inputs(B, T, H, HV, K, dt, cu, safe)
+            scale = K ** -0.5
+            cu_t = torch.tensor(cu, dtype=torch.int32, device="cuda") if cu is not None else None
+            ci = prepare_chunk_indices(cu_t, BT) if cu is not None else None
+            NT = (T + BT - 1) // BT if cu is None else len(ci)
+            Aqk_f = torch.zeros(B, T, HV, BT, device="cuda", dtype=dt)
+            Akk_f = torch.zeros(B, T, HV, BT, device="cuda", dtype=dt)
+
+            def run_fla():
+                fla_kernel[(NT, B * HV)](q=q, k=k, g=g, beta=beta, Aqk=Aqk_f, Akkd=Akkd, Akk=Akk_f, scale=scale, cu_seqlens=cu_t,
+                                         chunk_indices=ci, T=T, H=H, HV=HV, K=K, BT=BT, BC=BC, NC=NC, USE_SAFE_GATE=safe)
+            run_fla()  # autotune
+            torch.cuda.synchronize()
+            Aqk_k = torch.zeros_like(Aqk_f)
+            Akk_k = torch.zeros_like(Akk_f)
+            cu64 = torch.tensor(cu, dtype=torch.int64, device="cuda") if cu is not None else None
+            cu_host = torch.tensor(cu, dtype=torch.int64) if cu is not None else None
+            calls = {}
+            for tf32 in (1, 0):
+                c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
+                         beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=Akkd.data_ptr(),
+                         Aqk=Aqk_k.data_ptr(), Akk=Akk_k.data_ptr())
+                if cu is not None:
+                    c.cu_seqlens = cu64.data_ptr(); c.cu_seqlens_host = cu_host.data_ptr(); c.num_seqs = len(cu) - 1
+                calls[tf32] = c
+            err = ctypes.create_string_buffer(512)
+
+            def run_kda(tf32):
+                calls[tf32].stream = torch.cuda.current_stream().cuda_stream
+                if lib.kda_capi_inter_solve(ctypes.byref(calls[tf32]), err, 512) != 0:
+                    raise RuntimeError(err.value.decode())
+            run_kda(1)
+            torch.cuda.synchronize()
+            m_aqk, m_akk = written_masks(pos, T, cu)
+            ma = m_aqk.view(1, T, 1, BT).expand(B, T, HV, BT)
+            mk = m_akk.view(1, T, 1, BT).expand(B, T, HV, BT)
+            fa, ka = Aqk_f.float()[ma], Aqk_k.float()[ma]
+            fk, kk = Akk_f.float()[mk], Akk_k.float()[mk]
+            rel = lambda x, y: (torch.linalg.vector_norm(x - y) / max(torch.linalg.vector_norm(y).item(), 1e-30)).item()
+            d_aqk, d_akk = rel(ka, fa), rel(kk, fk)
+            untouched = bool((Aqk_k.float()[~ma] == 0).all().item()) and bool((Akk_k.float()[~mk] == 0).all().item())
+            t_fla = time_it(run_fla, flush, a.reps, graph)
+            t_tf32 = time_it(lambda: run_kda(1), flush, a.reps, graph)
+            t_fp32 = time_it(lambda: run_kda(0), flush, a.reps, graph)
+            row = dict(shape=name, mode="safe" if safe else "not safe", fla_ms=t_fla, kda_tf32_ms=t_tf32, kda_fp32_ms=t_fp32,
+                       speedup=t_fla / t_tf32, kda_tbps=tb / (t_tf32 * 1e-3) / 1e12, fla_tbps=tb / (t_fla * 1e-3) / 1e12,
+                       kda_fp32_tbps=tb / (t_fp32 * 1e-3) / 1e12, copy_tbps=copy_tbps, traffic_mb=tb / 1e6,
+                       relrms_aqk=d_aqk, relrms_akk=d_akk, untouched_ok=untouched)
+            row["pct_copy"] = 100 * row["kda_tbps"] / copy_tbps
+            rows.append(row)
+            del q, k, g, beta, Akkd, Aqk_f, Akk_f, Aqk_k, Akk_k
+            torch.cuda.empty_cache()
+    hdr = f"| {'shape':24s} | {'mode':8s} | FLA ms | kda tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | fp32/tf32 | FLA TB/s | rel-RMS Aqk / Akk vs FLA |"
+    print(hdr)
+    print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|")
+    for r in rows:
+        print(f"| {r['shape']:24s} | {r['mode']:8s} | {r['fla_ms']:6.3f} | {r['kda_tf32_ms']:11.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
+              f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | {r['kda_fp32_ms'] / r['kda_tf32_ms']:9.2f} | {r['fla_tbps']:8.2f} | "
+              f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} |")
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "compare.json"), "w") as f:
+        json.dump(dict(gpu=dev, torch=torch.__version__, triton=triton.__version__, copy_tbps=copy_tbps, rows=rows), f, indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        labels = [f"{r['shape']}\n{r['mode']}" for r in rows]
+        x = range(len(rows))
+        fig, ax = plt.subplots(figsize=(max(10, len(rows) * 0.75), 5))
+        w = 0.28
+        ax.bar([i - w for i in x], [r["fla_tbps"] for r in rows], w, label="FLA (Triton, tf32)")
+        ax.bar([i for i in x], [r["kda_tbps"] for r in rows], w, label="kda CUDA (tf32)")
+        ax.bar([i + w for i in x], [r["kda_fp32_tbps"] for r in rows], w, label="kda CUDA (fp32)")
+        ax.axhline(copy_tbps, color="k", ls="--", lw=1, label=f"copy limit {copy_tbps:.2f} TB/s")
+        ax.axhline(0.8 * copy_tbps, color="gray", ls=":", lw=1, label="80% of copy")
+        ax.set_xticks(list(x)); ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("effective TB/s (unique traffic / time)"); ax.set_title(f"kda inter-solve vs FLA on {dev}")
+        ax.legend(fontsize=7); fig.tight_layout(); fig.savefig(os.path.join(a.out, "compare.png"), dpi=110)
+        print("# plot:", os.path.join(a.out, "compare.png"))
+    except ImportError as e:
+        print("# no matplotlib:", e)
+
+
+if __name__ == "__main__":
+    main()

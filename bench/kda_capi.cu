@@ -1,0 +1,128 @@
+// bench/kda_capi.cu: a C ABI around kda::inter_solve with the CUDA backend, on device pointers, for
+// the benchmark (bench_cuda.cpp) and the side-by-side harness (compare_fla.py, through ctypes with
+// torch data_ptrs). Built as libkda_capi.so (static cudart inside) and as a static library.
+//
+//   int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen);   // 0: launched
+//
+// One launch on c->stream, no synchronisation. Varlen: cu_seqlens (device, int64) plus its host
+// copy; chunk_indices optional (device + host, int64 [NT, 2]).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include <kda/cuda/inter_solve.cuh>
+
+#include "kda_capi.h"
+
+extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen) {
+    try {
+        const kda::dtype X = c->dtype == 0 ? kda::dtype::bf16 : c->dtype == 1 ? kda::dtype::fp16 : kda::dtype::fp32;
+        kda::inter_solve_problem p;
+        p.B = c->B, p.T = c->T, p.H = c->H, p.HV = c->HV, p.K = c->K, p.BT = c->BT, p.scale = c->scale;
+        p.safe_gate = c->safe_gate != 0;
+        p.solve_precision = c->tf32 ? kda::precision::tf32 : kda::precision::fp32;
+        const std::int64_t B = c->B, T = c->T, H = c->H, HV = c->HV, K = c->K, BT = c->BT;
+        kda::inter_solve_args a;
+        a.q = kda::tensor_ref{c->q, X, 4, {B, T, H, K}, kda::contiguous_strides({B, T, H, K}, 4)};
+        a.k = kda::tensor_ref{c->k, X, 4, {B, T, H, K}, kda::contiguous_strides({B, T, H, K}, 4)};
+        a.g = kda::tensor_ref{c->g, kda::dtype::fp32, 4, {B, T, HV, K}, kda::contiguous_strides({B, T, HV, K}, 4)};
+        const kda::dtype bt = c->beta_fp32 ? kda::dtype::fp32 : X;
+        a.beta = kda::tensor_ref{c->beta, bt, 3, {B, T, HV, 0}, kda::contiguous_strides({B, T, HV, 0}, 3)};
+        a.Akkd = kda::tensor_ref{c->Akkd, kda::dtype::fp32, 4, {B, T, HV, 16}, kda::contiguous_strides({B, T, HV, 16}, 4)};
+        a.Aqk = kda::mutable_tensor_ref{c->Aqk, X, 4, {B, T, HV, BT}, kda::contiguous_strides({B, T, HV, BT}, 4)};
+        a.Akk = kda::mutable_tensor_ref{c->Akk, X, 4, {B, T, HV, BT}, kda::contiguous_strides({B, T, HV, BT}, 4)};
+        if (c->num_seqs > 0) {
+            const std::int64_t n1 = c->num_seqs + 1;
+            a.cu_seqlens = kda::tensor_ref{c->cu_seqlens, kda::dtype::i64, 1, {n1, 0, 0, 0}, {1, 0, 0, 0}};
+            a.cu_seqlens_host = kda::tensor_ref{c->cu_seqlens_host, kda::dtype::i64, 1, {n1, 0, 0, 0}, {1, 0, 0, 0}};
+            if (c->num_chunks > 0) {
+                a.chunk_indices = kda::tensor_ref{c->chunk_indices, kda::dtype::i64, 2, {c->num_chunks, 2, 0, 0}, {2, 1, 0, 0}};
+                a.chunk_indices_host = kda::tensor_ref{c->chunk_indices_host, kda::dtype::i64, 2, {c->num_chunks, 2, 0, 0}, {2, 1, 0, 0}};
+            }
+        }
+        // BT = 64 (and its default BK) only: one config keeps the benchmark's build small
+        if (c->BT != 64) {
+            if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "kda_capi: only BT = 64 is built");
+            return 2;
+        }
+        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, p, a);
+        return 0;
+    } catch (const std::exception& e) {
+        if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "%s", e.what());
+        return 1;
+    }
+}
+
+namespace {
+
+__device__ float hash01(unsigned long long x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return static_cast<float>((x ^ (x >> 31)) >> 40) * 0x1.0p-24f;
+}
+
+template <class X>
+__global__ void fill_x(X* p, std::int64_t n, float lo, float span, unsigned long long seed) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const float v = lo + span * hash01(seed * 0x100000000ull + static_cast<unsigned long long>(i));
+        if constexpr (sizeof(X) == 4)
+            p[i] = v;
+        else if constexpr (std::is_same_v<X, __nv_bfloat16>)
+            p[i] = __float2bfloat16(v);
+        else
+            p[i] = __float2half(v);
+    }
+}
+
+/// g[b, t, hv, k] = -(t % BT + 1) * rate(hv, k): chunk-local, non-increasing inside a chunk.
+__global__ void fill_g(float* g, std::int64_t BTk, std::int64_t T, std::int64_t HVK, int BT, unsigned long long seed) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < BTk; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t t = (i / HVK) % T, col = i % HVK;
+        g[i] = -static_cast<float>(t % BT + 1) * (0.01f + 0.1f * hash01(seed * 0x100000000ull + static_cast<unsigned long long>(col)));
+    }
+}
+
+/// Akkd row t: 0.05 * noise on columns j < t % 16, 0 elsewhere.
+__global__ void fill_akkd(float* a, std::int64_t rows, unsigned long long seed) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * 16; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const std::int64_t j = i % 16;
+        // rows are (b, t, hv); the position inside the sub-chunk is not known here: use (row % 16)
+        const std::int64_t r = (i / 16) % 16;
+        a[i] = j < r ? 0.05f * (hash01(seed * 0x100000000ull + static_cast<unsigned long long>(i)) - 0.5f) : 0.f;
+    }
+}
+
+template <class X>
+void fill_all(const kda_capi_call* c, unsigned long long seed, cudaStream_t s) {
+    const std::int64_t nqk = c->B * c->T * c->H * c->K, ng = c->B * c->T * c->HV * c->K, nb = c->B * c->T * c->HV;
+    const float a = 1.f / std::sqrt(static_cast<float>(c->K));
+    fill_x<X><<<1024, 256, 0, s>>>(static_cast<X*>(const_cast<void*>(c->q)), nqk, -0.5f * a, a, seed + 1);
+    fill_x<X><<<1024, 256, 0, s>>>(static_cast<X*>(const_cast<void*>(c->k)), nqk, -0.5f * a, a, seed + 2);
+    fill_g<<<1024, 256, 0, s>>>(static_cast<float*>(const_cast<void*>(c->g)), ng, c->T, c->HV * c->K, c->BT, seed + 3);
+    if (c->beta_fp32)
+        fill_x<float><<<256, 256, 0, s>>>(static_cast<float*>(const_cast<void*>(c->beta)), nb, 0.1f, 0.8f, seed + 4);
+    else
+        fill_x<X><<<256, 256, 0, s>>>(static_cast<X*>(const_cast<void*>(c->beta)), nb, 0.1f, 0.8f, seed + 4);
+    fill_akkd<<<1024, 256, 0, s>>>(static_cast<float*>(const_cast<void*>(c->Akkd)), nb, seed + 5);
+}
+
+}  // namespace
+
+extern "C" int kda_capi_fill_inputs(const kda_capi_call* c, unsigned long long seed) {
+    const auto s = static_cast<cudaStream_t>(c->stream);
+    if (c->dtype == 0)
+        fill_all<__nv_bfloat16>(c, seed, s);
+    else if (c->dtype == 1)
+        fill_all<__half>(c, seed, s);
+    else
+        fill_all<float>(c, seed, s);
+    return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# bench/run_device_bench.sh: the GPU-machine side of the CUDA benchmarks, in one command.
+# Run from the repository root on the GPU machine (the `run` tool: carry [".dev", ".whl"]), after
+# building here (see docs/PERFORMANCE.md): .dev/ holds kda_bench_cuda_<variant> binaries,
+# libkda_capi.so, lib/libbenchmark.so.1debian, and optionally kda_test_cuda + 02_cuda_minimal.
+#   STEPS="bench compare ncu suite" VARIANTS="b32m4 old" FILTER=REGEX bash bench/run_device_bench.sh
+# Logs: $OUT/results.tgz (bench_<variant>.txt, compare.txt/.json/.png, ncu.txt, suite.txt, the
+# suite's logs.tgz), plus compare.txt and compare.png beside it ($OUT takes few files).
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p $OUT
+FINAL_OUT=$OUT; OUT=/tmp/kda_w; rm -rf $OUT; mkdir -p $OUT
+STEPS=${STEPS:-"bench compare"}
+VARIANTS=${VARIANTS:-b32m4}
+FILTER=${FILTER:-.}
+export PATH=$PATH:/usr/local/cuda/bin
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
+for step in $STEPS; do
+  s=$(date +%s)
+  case $step in
+    bench)
+      for v in $VARIANTS; do
+        echo "== bench $v"
+        .dev/kda_bench_cuda_$v --benchmark_filter="$FILTER" --benchmark_counters_tabular=true > $OUT/bench_$v.txt 2>&1
+        grep -E "^[A-Za-z0-9_]+/" $OUT/bench_$v.txt | awk '{printf "%-48s %9s us  TB/s %s  frac %s\n", $1, $2, $7, $9}'
+      done ;;
+    compare)
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
+      PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/compare_fla.py --lib .dev/libkda_capi.so --out $OUT ${COMPARE_ARGS:-} 2>&1 | grep -v Warning | tee $OUT/compare.txt ;;
+    ncu)
+      ncu --set full --clock-control none -k regex:inter_solve_kernel -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-b32m4} \
+        --benchmark_filter="${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}" > $OUT/ncu.txt 2>&1
+      grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Issue Slots Busy|Shared Memory Configuration Size|Dynamic Shared|Waves Per SM|L2 Hit|No Eligible|Active Warps Per Scheduler|Eligible Warps" $OUT/ncu.txt | head -40 ;;
+    suite)
+      # the golden test reads tests/data/fla at the path compiled in (this checkout's, /work/main here)
+      [ -d /work/main/tests/data/fla ] || { mkdir -p /work/main/tests/data && ln -s $PWD/tests/data/fla /work/main/tests/data/fla; }
+      mkdir -p /tmp/kbin && cp .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp scripts/device_suite.sh /tmp/kbin/
+      (cd /tmp/kbin && LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) 2>&1 | tee $OUT/suite.txt | head -150 ;;
+  esac
+  echo "== step $step: $(( $(date +%s)-s ))s"
+done
+tar czf $FINAL_OUT/results.tgz -C $OUT .
+for f in compare.txt compare.png compare.json; do [ -f $OUT/$f ] && cp $OUT/$f $FINAL_OUT/; done

@@ -1,0 +1,110 @@
+// examples/01_cpu_minimal.cpp: the quickstart. Builds a realistic problem (B1 T4096 H16 K128 bf16 by
+// default), runs kda::inter_solve on the CPU backend, and checks it against the float64 reference on
+// exactly the entries the step writes: relative RMS error next to the rounding floor of the dtype.
+// With the CUDA bridge and a device present, the CUDA backend runs on the same inputs too.
+//
+//   01_cpu_minimal [--T=4096] [--H=16] [--HV=H] [--K=128] [--BT=64] [--dtype=bf16|fp16|fp32|fp64]
+//                  [--safe-gate] [--threads=0] [--seed=0]
+#include <kda/kda.hpp>
+#include <kda/reference.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#ifdef KDA_WITH_CUDA_BRIDGE
+#include "tools/cuda_bridge/cuda_bridge.hpp"  // kda::bridge: host wrapper of the CUDA backend (nvcc-compiled)
+#endif
+
+// Relative RMS error of `out` over the written entries, next to the floor (the exact answer rounded
+// once to the output dtype). Returns false past a sanity bound, 10x the floor, but at least 1e-6 for
+// fp32 (fp32 accumulation lands at 5-10x its floor) and 1e-13 for fp64 (whose floor is 0); the
+// conformance suite holds the real tolerances.
+static bool report(const char* what, const std::vector<double>& exact, const std::vector<std::uint8_t>& written,
+                   const kda::host_tensor& out) {
+    kda::tensor_ref flat = out.ref();
+    flat.rank = 1, flat.stride[0] = 1;
+    double e2 = 0, f2 = 0, n2 = 0;
+    for (std::size_t i = 0; i < exact.size(); ++i) {
+        if (!written[i]) continue;
+        const double x = exact[i], r = kda::reference::round_to(out.type(), x);
+        e2 += std::pow(kda::reference::read(flat, static_cast<std::int64_t>(i)) - x, 2);
+        f2 += (r - x) * (r - x), n2 += x * x;
+    }
+    if (n2 == 0) return std::printf("  %-4s no nonzero entries written (T <= BC?)\n", what), e2 == 0;
+    const double err = std::sqrt(e2 / n2), floor = std::sqrt(f2 / n2);
+    std::printf("  %-4s rel. RMS error %.3e   floor %.3e", what, err, floor);
+    if (floor > 0) std::printf("   (%.2fx)", err / floor);
+    std::printf("\n");
+    const double least = out.type() == kda::dtype::fp32 ? 1e-6 : out.type() == kda::dtype::fp64 ? 1e-13 : 0.0;
+    return err <= std::max(10 * floor, least);
+}
+
+int main(int argc, char** argv) try {
+    std::map<std::string, std::string> opt;  // --name=value, or --flag
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i], kv = a.rfind("--", 0) == 0 ? a.substr(2) : a;
+        const auto eq = kv.find('=');
+        opt[kv.substr(0, eq)] = eq == std::string::npos ? "1" : kv.substr(eq + 1);
+    }
+    auto num = [&](const char* k, long long dflt) { return opt.count(k) ? std::stoll(opt[k]) : dflt; };
+    const std::map<std::string, kda::dtype> dtypes{
+        {"bf16", kda::dtype::bf16}, {"fp16", kda::dtype::fp16}, {"fp32", kda::dtype::fp32}, {"fp64", kda::dtype::fp64}};
+    const std::string dt = opt.count("dtype") ? opt["dtype"] : "bf16";
+    if (!dtypes.count(dt)) throw kda::error("01_cpu_minimal: --dtype must be bf16, fp16, fp32 or fp64, got '" + dt + "'");
+
+    kda::inter_solve_problem p;
+    p.B = 1, p.T = num("T", 4096), p.H = num("H", 16), p.HV = num("HV", p.H), p.K = num("K", 128);
+    p.BT = static_cast<int>(num("BT", 64)), p.scale = 1.0 / std::sqrt(static_cast<double>(p.K));
+    p.safe_gate = opt.count("safe-gate") > 0;
+    kda::reference::generator_options gen;
+    gen.seed = static_cast<std::uint64_t>(num("seed", 0));
+    const auto in = kda::reference::make_inputs(p, dtypes.at(dt), gen);  // q, k, g, beta, Akkd
+    kda::host_tensor Aqk = in.make_output(0.0), Akk = in.make_output(0.0);
+    const kda::inter_solve_args args = in.args(Aqk, Akk);
+
+    // The one call. Run it 3 times and keep the fastest (the first one also warms the caches).
+    const kda::cpu_backend cpu{static_cast<int>(num("threads", 0))};
+    double best_ms = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        kda::inter_solve(cpu, p, args);
+        best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const kda::reference::result ref = kda::reference::inter_solve(p, args);  // float64 oracle
+    const double ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+    std::printf("kda quickstart: B=%lld T=%lld H=%lld HV=%lld K=%lld BT=%d %s%s\n", (long long)p.B, (long long)p.T,
+                (long long)p.H, (long long)p.HV, (long long)p.K, p.BT, dt.c_str(), p.safe_gate ? " safe_gate" : "");
+    std::printf("cpu, threads=%d: %.2f ms per call (best of 3); float64 reference: %.0f ms\n", cpu.resolved_threads(),
+                best_ms, ref_ms);
+    bool ok = report("Aqk", ref.Aqk, ref.aqk_written, Aqk);
+    ok = report("Akk", ref.Akk, ref.akk_written, Akk) && ok;
+
+#ifdef KDA_WITH_CUDA_BRIDGE
+    if (dt == "fp64") {
+        std::printf("cuda: skipped: fp64 is CPU only\n");
+    } else if (!kda::bridge::cuda_device_present()) {
+        std::printf("cuda: skipped: built with the CUDA backend, but no CUDA device is present\n");
+    } else {
+        kda::host_tensor cAqk = in.make_output(0.0), cAkk = in.make_output(0.0);
+        double cuda_ms = 1e300;  // kernel time (CUDA events), best of 3; the bridge also copies in and out
+        for (int rep = 0; rep < 3; ++rep) cuda_ms = std::min(cuda_ms, kda::bridge::cuda_inter_solve_host(p, in.args(cAqk, cAkk)));
+        std::printf("cuda: %.3f ms per call (kernel, best of 3)\n", cuda_ms);
+        ok = report("Aqk", ref.Aqk, ref.aqk_written, cAqk) && ok;
+        ok = report("Akk", ref.Akk, ref.akk_written, cAkk) && ok;
+    }
+#else
+    std::printf("cuda: skipped: built without the CUDA backend (no nvcc found, or -DKDA_ENABLE_CUDA=OFF)\n");
+#endif
+    std::printf("%s\n", ok ? "check: every error is within its sanity bound (10x the floor)"
+                            : "check FAILED: an error exceeds its sanity bound (10x the floor)");
+    return ok ? 0 : 2;
+} catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+}

@@ -1,0 +1,55 @@
+// kda/cuda/tuning.hpp: the CUDA kernel's tuning choices, as constexpr functions in one place.
+//
+// None of these choices changes a result bit: the K slice width only cuts the k8 steps of one
+// sequential accumulation into groups, and the occupancy hint only limits registers.
+//
+//   kernel_bk(BK)            K slice staged per pipeline stage (the dispatcher's BK is a hint)
+//   stages                   depth of the cp.async pipeline over K slices
+//   min_blocks(P, x, BT)     __launch_bounds__ minimum resident blocks per SM (register cap)
+//
+// How these were chosen (regenerate after a kernel change): build one benchmark binary per
+// candidate through the KDA_CUDA_TUNE_* hooks below, e.g.
+//   bash bench/build_device_bins.sh "cur:-Iinclude" "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64" \
+//        "m3:-Iinclude -DKDA_CUDA_TUNE_MINB=3"
+// run them side by side on the GPU in one call (STEPS=bench VARIANTS="cur bk64 m3" bash
+// bench/run_device_bench.sh), read TBps per shape, and write the winners here.
+// Check registers and spills with `nvcc -Xptxas -v` (bench/build_device_bins.sh prints them).
+// The hooks exist for that measurement only; a normal build defines none of them.
+#pragma once
+
+#include "../types.hpp"
+
+namespace kda::cuda::tuning {
+
+/// K slice per stage. 32 keeps two stages of q, k (X) and g (fp32) for BT = 64 under 40 KB, so
+/// four blocks fit in an SM beside the register limit. Measured on an H200 (bf16, K = 128, B1 T8192
+/// H96, not safe, tf32; bench/results/2026-12-02_h200_tuning_sweep.txt): BK 32 724 us, BK 64
+/// 929 us (72 KB of staging: 3 blocks/SM).
+constexpr int kernel_bk(int /*dispatcher_bk*/) {
+#ifdef KDA_CUDA_TUNE_BK
+    return KDA_CUDA_TUNE_BK;
+#else
+    return 32;
+#endif
+}
+
+/// cp.async pipeline depth over the K slices (2: the next slice loads while this one computes).
+constexpr int stages = 2;
+
+/// Minimum resident blocks (of 128 threads) per SM asked of ptxas: 4 caps registers at 128 per
+/// thread (the tf32 path: at most 104 bytes of spill loads, measured cheaper than the occupancy it
+/// buys: same shape as above, 4 blocks 724 us, 3 blocks 822 us, 2 blocks 819 us); the 3xTF32
+/// (fp32) path holds twice the fragments and gets 3 (<= 168 registers, no spills; 3 and 2 measured
+/// equal, 4 not measured).
+constexpr int min_blocks(precision p, int /*x_size*/, int BT) {
+#ifdef KDA_CUDA_TUNE_MINB
+    (void)p;
+    (void)BT;
+    return KDA_CUDA_TUNE_MINB;
+#else
+    if (BT > 64) return 2;
+    return p == precision::tf32 ? 4 : 3;
+#endif
+}
+
+}  // namespace kda::cuda::tuning
