@@ -8,6 +8,9 @@
 // Counters: traffic_MB (the unique DRAM bytes a perfect kernel moves: q, k once per q/k head, g,
 // beta, Akkd, the off-diagonal Aqk blocks and Akk's lower block triangle), TBps (traffic / time)
 // and frac_copy (TBps / the device-to-device copy rate measured at start, read + write counted).
+// The intra/ benchmarks time the whole intra stage (kda::chunk_kda_intra: producer + inter-solve)
+// on the shapes of issue 6; their traffic is that of a fused stage (q, k, g, beta read; the lower
+// block triangles of Aqk and Akk written; no Akkd).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -96,7 +99,15 @@ double traffic_bytes(const shape& s, std::int64_t T) {
     return tok * (2.0 * s.H * s.K * X + s.HV * s.K * 4.0 + s.HV * X + s.HV * BC * 4.0 + s.HV * BC * (NC - 1) / 2 * X + s.HV * BC * (NC + 1) / 2 * X);
 }
 
-void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32) {
+/// Unique bytes of the whole intra stage (see the top of the file).
+double intra_traffic_bytes(const shape& s, std::int64_t T) {
+    const double X = s.dtype == 2 ? 4 : 2, NC = 4, BC = 16;
+    const double tok = static_cast<double>(s.B) * static_cast<double>(T);
+    return tok * (2.0 * s.H * s.K * X + s.HV * s.K * 4.0 + s.HV * X + 2.0 * s.HV * BC * (NC + 1) / 2 * X);
+}
+
+void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32, bool intra) {
+    const auto launch = intra ? &kda_capi_intra : &kda_capi_inter_solve;
     std::int64_t T = s.T;
     std::vector<std::int64_t> cu{0};
     for (auto l : s.lengths) cu.push_back(cu.back() + l);
@@ -126,7 +137,7 @@ void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32) {
     if (dcu != nullptr) c.cu_seqlens = dcu, c.cu_seqlens_host = cu.data(), c.num_seqs = static_cast<std::int64_t>(s.lengths.size());
     kda_capi_fill_inputs(&c, 42);
     char err[512] = {0};
-    if (kda_capi_inter_solve(&c, err, sizeof err) != 0) {
+    if (launch(&c, err, sizeof err) != 0) {
         st.SkipWithError(err);
         return;
     }
@@ -135,7 +146,7 @@ void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32) {
     if (s.graph) {
         cudaGraph_t graph;
         CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        kda_capi_inter_solve(&c, err, sizeof err);
+        launch(&c, err, sizeof err);
         CK(cudaStreamEndCapture(stream, &graph));
         CK(cudaGraphInstantiate(&exec, graph, 0));
         CK(cudaGraphDestroy(graph));
@@ -152,7 +163,7 @@ void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32) {
         if (exec != nullptr)
             CK(cudaGraphLaunch(exec, stream));
         else
-            kda_capi_inter_solve(&c, err, sizeof err);
+            launch(&c, err, sizeof err);
         CK(cudaEventRecord(e1, stream));
         CK(cudaEventSynchronize(e1));
         float ms = 0;
@@ -161,7 +172,7 @@ void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32) {
         total += ms * 1e-3;
         ++iters;
     }
-    const double bytes = traffic_bytes(s, T);
+    const double bytes = intra ? intra_traffic_bytes(s, T) : traffic_bytes(s, T);
     const double tbps = iters > 0 ? bytes * static_cast<double>(iters) / total / 1e12 : 0;
     st.counters["traffic_MB"] = bytes / 1e6;
     st.counters["TBps"] = tbps;
@@ -189,15 +200,20 @@ int main(int argc, char** argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     benchmark::AddCustomContext("gpu", prop.name);
     benchmark::AddCustomContext("copy_TBps", std::to_string(g_copy_tbps));
-    for (const shape& s : shapes())
-        for (int safe = 0; safe < 2; ++safe)
-            for (int tf32 = 1; tf32 >= 0; --tf32) {
-                const std::string name = s.name + (safe ? "/safe" : "/notsafe") + (tf32 ? "/tf32" : "/fp32");
-                benchmark::RegisterBenchmark(name.c_str(), [s, safe, tf32](benchmark::State& st) { run_shape(st, s, safe, tf32); })
-                    ->UseManualTime()
-                    ->Unit(benchmark::kMicrosecond)
-                    ->Iterations(30);
-            }
+    const auto all = shapes();
+    for (bool intra : {false, true})
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const shape& s = all[i];
+            if (intra && i >= 5) break;  // issue 6 names the first five shapes
+            for (int safe = 0; safe < 2; ++safe)
+                for (int tf32 = 1; tf32 >= 0; --tf32) {
+                    const std::string name = std::string(intra ? "intra/" : "") + s.name + (safe ? "/safe" : "/notsafe") + (tf32 ? "/tf32" : "/fp32");
+                    benchmark::RegisterBenchmark(name.c_str(), [s, safe, tf32, intra](benchmark::State& st) { run_shape(st, s, safe, tf32, intra); })
+                        ->UseManualTime()
+                        ->Unit(benchmark::kMicrosecond)
+                        ->Iterations(30);
+                }
+        }
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

@@ -141,6 +141,9 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", default="")
+    ap.add_argument("--stage", choices=["inter-solve", "intra"], default="inter-solve",
+                    help="inter-solve: the step alone (issue 5); intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
+                         "producer + inter-solve kernels (issue 6)")
     a = ap.parse_args()
     import triton
     import fla
@@ -165,6 +168,8 @@ def main():
     del src, dst
     print(f"# copy limit (2 GiB device-to-device copy, read + write): {copy_tbps:.2f} TB/s")
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    if a.stage == "intra":
+        return main_intra(a, lib, copy_tbps, flush, dev, fla_kernel, prepare_chunk_indices)
     rows = []
     for (name, B, T, H, HV, K, dt, lens, graph) in SHAPES:
         if a.only and a.only not in name:
@@ -261,6 +266,104 @@ def main():
         print("# plot:", os.path.join(a.out, "compare.png"))
     except ImportError as e:
         print("# no matplotlib:", e)
+
+
+INTRA_SHAPES = [s for s in SHAPES if s[0] in ("B1 T8192 H96", "B8 T4096 H32", "GVA B4 T4096 H16 HV32", "varlen 6 seqs H64", "B1 T1024 H32 (graph)")]
+
+
+def intra_traffic(B, T, H, HV, K, es):
+    """Unique bytes of the whole intra stage: q, k, g, beta read; Aqk and Akk lower block triangles written."""
+    tok = B * T
+    return tok * (2 * H * K * es + HV * K * 4 + HV * es + 2 * HV * BC * (NC + 1) / 2 * es)
+
+
+def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
+    import triton
+    from fla.ops.kda.chunk_intra import chunk_kda_fwd_kernel_intra_sub_chunk as fla_sub_chunk
+    from fla.ops.kda.chunk_intra_token_parallel import chunk_kda_fwd_intra_token_parallel as fla_token_parallel
+    from fla.ops.utils.constant import RCP_LN2 as FLA_RCP_LN2
+    from fla.utils import IS_GATHER_SUPPORTED
+    lib.kda_capi_intra.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
+    rows = []
+    for (name, B, T, H, HV, K, dt, lens, graph) in INTRA_SHAPES:
+        if a.only and a.only not in name:
+            continue
+        cu = None
+        if lens is not None:
+            cu = [0]
+            for l in lens:
+                cu.append(cu[-1] + l)
+            T = cu[-1]
+        es = 2 if dt != torch.float32 else 4
+        tb = intra_traffic(B, T, H, HV, K, es)
+        for safe in (False, True):
+            q, k, g, beta, _, pos = make_inputs(B, T, H, HV, K, dt, cu, safe)
+            scale = K ** -0.5
+            cu_t = torch.tensor(cu, dtype=torch.int32, device="cuda") if cu is not None else None
+            ci = prepare_chunk_indices(cu_t, BT) if cu is not None else None
+            NT = (T + BT - 1) // BT if cu is None else len(ci)
+            Aqk_f = torch.zeros(B, T, HV, BT, device="cuda", dtype=dt)
+            Akk_f = torch.zeros(B, T, HV, BT, device="cuda", dtype=dt)
+            Akkd_f = torch.zeros(B, T, HV, BC, device="cuda", dtype=torch.float32)
+
+            def run_fla():
+                if safe:
+                    fla_sub_chunk[(NT, NC, B * HV)](q=q, k=k, g=g, beta=beta, Aqk=Aqk_f, Akk=Akkd_f, scale=scale, cu_seqlens=cu_t, chunk_indices=ci,
+                                                   T=T, H=H, HV=HV, K=K, BT=BT, BC=BC, BK=triton.next_power_of_2(K), GATE_SHIFT=2.0 * FLA_RCP_LN2,
+                                                   USE_GATHER=IS_GATHER_SUPPORTED)
+                else:
+                    fla_token_parallel(q=q, k=k, gk=g, beta=beta, Aqk=Aqk_f, Akk=Akkd_f, scale=scale, cu_seqlens=cu_t, chunk_size=BT, sub_chunk_size=BC)
+                fla_inter[(NT, B * HV)](q=q, k=k, g=g, beta=beta, Aqk=Aqk_f, Akkd=Akkd_f, Akk=Akk_f, scale=scale, cu_seqlens=cu_t,
+                                        chunk_indices=ci, T=T, H=H, HV=HV, K=K, BT=BT, BC=BC, NC=NC, USE_SAFE_GATE=safe)
+            run_fla()  # autotune
+            torch.cuda.synchronize()
+            Aqk_k = torch.zeros_like(Aqk_f)
+            Akk_k = torch.zeros_like(Akk_f)
+            ws = torch.empty(B, T, HV, BC, device="cuda", dtype=torch.float32)
+            cu64 = torch.tensor(cu, dtype=torch.int64, device="cuda") if cu is not None else None
+            cu_host = torch.tensor(cu, dtype=torch.int64) if cu is not None else None
+            calls = {}
+            for tf32 in (1, 0):
+                c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
+                         beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=ws.data_ptr(),
+                         Aqk=Aqk_k.data_ptr(), Akk=Akk_k.data_ptr())
+                if cu is not None:
+                    c.cu_seqlens = cu64.data_ptr(); c.cu_seqlens_host = cu_host.data_ptr(); c.num_seqs = len(cu) - 1
+                calls[tf32] = c
+            err = ctypes.create_string_buffer(512)
+
+            def run_kda(tf32):
+                calls[tf32].stream = torch.cuda.current_stream().cuda_stream
+                if lib.kda_capi_intra(ctypes.byref(calls[tf32]), err, 512) != 0:
+                    raise RuntimeError(err.value.decode())
+            run_kda(1)
+            torch.cuda.synchronize()
+            _, m_low = written_masks(pos, T, cu)  # lower block triangle, columns < chunk length
+            m = m_low.view(1, T, 1, BT).expand(B, T, HV, BT)
+            rel = lambda x, y: (torch.linalg.vector_norm(x - y) / max(torch.linalg.vector_norm(y).item(), 1e-30)).item()
+            d_aqk, d_akk = rel(Aqk_k.float()[m], Aqk_f.float()[m]), rel(Akk_k.float()[m], Akk_f.float()[m])
+            untouched = bool((Aqk_k.float()[~m] == 0).all().item()) and bool((Akk_k.float()[~m] == 0).all().item())
+            t_fla = time_it(run_fla, flush, a.reps, graph)
+            t_tf32 = time_it(lambda: run_kda(1), flush, a.reps, graph)
+            t_fp32 = time_it(lambda: run_kda(0), flush, a.reps, graph)
+            row = dict(shape=name, mode="safe" if safe else "not safe", fla_ms=t_fla, kda_tf32_ms=t_tf32, kda_fp32_ms=t_fp32,
+                       speedup=t_fla / t_tf32, kda_tbps=tb / (t_tf32 * 1e-3) / 1e12, fla_tbps=tb / (t_fla * 1e-3) / 1e12,
+                       copy_tbps=copy_tbps, traffic_mb=tb / 1e6, relrms_aqk=d_aqk, relrms_akk=d_akk, untouched_ok=untouched)
+            row["pct_copy"] = 100 * row["kda_tbps"] / copy_tbps
+            rows.append(row)
+            del q, k, g, beta, Aqk_f, Akk_f, Akkd_f, Aqk_k, Akk_k, ws
+            torch.cuda.empty_cache()
+    hdr = (f"| {'shape':24s} | {'mode':8s} | FLA producer + inter-solve ms | kda intra tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | "
+           f"rel-RMS Aqk / Akk vs FLA |")
+    print(hdr)
+    print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|")
+    for r in rows:
+        print(f"| {r['shape']:24s} | {r['mode']:8s} | {r['fla_ms']:28.3f} | {r['kda_tf32_ms']:17.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
+              f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | "
+              f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} |")
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "compare_intra.json"), "w") as f:
+        json.dump(dict(gpu=dev, torch=torch.__version__, copy_tbps=copy_tbps, rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,19 @@
 #include <exception>
 
 #include <kda/cuda/inter_solve.cuh>
+#include <kda/cuda/intra.cuh>
 
 #include "kda_capi.h"
 
-extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen) {
-    try {
+namespace {
+/// The call's problem and tensors (device pointers; Akkd as given).
+struct lowered {
+    kda::inter_solve_problem p;
+    kda::inter_solve_args a;
+};
+lowered lower(const kda_capi_call* c) {
+    lowered r;
+    {
         const kda::dtype X = c->dtype == 0 ? kda::dtype::bf16 : c->dtype == 1 ? kda::dtype::fp16 : kda::dtype::fp32;
         kda::inter_solve_problem p;
         p.B = c->B, p.T = c->T, p.H = c->H, p.HV = c->HV, p.K = c->K, p.BT = c->BT, p.scale = c->scale;
@@ -47,17 +55,45 @@ extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errle
                 a.chunk_indices_host = kda::tensor_ref{c->chunk_indices_host, kda::dtype::i64, 2, {c->num_chunks, 2, 0, 0}, {2, 1, 0, 0}};
             }
         }
+        r.p = p;
+        r.a = a;
+    }
+    return r;
+}
+
+template <class F>
+int guarded(const kda_capi_call* c, char* err, int errlen, F&& f) {
+    try {
         // BT = 64 (and its default BK) only: one config keeps the benchmark's build small
         if (c->BT != 64) {
             if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "kda_capi: only BT = 64 is built");
             return 2;
         }
-        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, p, a);
+        f(lower(c));
         return 0;
     } catch (const std::exception& e) {
         if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "%s", e.what());
         return 1;
     }
+}
+}  // namespace
+
+extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen) {
+    return guarded(c, err, errlen, [&](const lowered& l) {
+        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, l.p, l.a);
+    });
+}
+
+extern "C" int kda_capi_intra(const kda_capi_call* c, char* err, int errlen) {
+    return guarded(c, err, errlen, [&](const lowered& l) {
+        kda::intra_args ia;
+        ia.q = l.a.q, ia.k = l.a.k, ia.g = l.a.g, ia.beta = l.a.beta;
+        ia.Aqk = l.a.Aqk, ia.Akk = l.a.Akk;
+        ia.Akkd = kda::mutable_tensor_ref{const_cast<void*>(l.a.Akkd.data), l.a.Akkd.type, 4, l.a.Akkd.shape, l.a.Akkd.stride};
+        ia.cu_seqlens = l.a.cu_seqlens, ia.cu_seqlens_host = l.a.cu_seqlens_host;
+        ia.chunk_indices = l.a.chunk_indices, ia.chunk_indices_host = l.a.chunk_indices_host;
+        kda::chunk_kda_intra(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, l.p, ia);
+    });
 }
 
 namespace {

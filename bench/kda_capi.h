@@ -18,6 +18,9 @@ typedef struct kda_capi_call {
     void* stream;
 } kda_capi_call;
 int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen);
+/* kda::chunk_kda_intra on the same fields: q, k, g, beta in; Aqk, Akk out; Akkd is the fp32
+   workspace [B, T, HV, 16] (written). */
+int kda_capi_intra(const kda_capi_call* c, char* err, int errlen);
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 // examples/01_cpu_minimal.cpp: the quickstart. Builds a realistic problem (B1 T4096 H16 K128 bf16 by
-// default), runs kda::inter_solve on the CPU backend, and checks it against the float64 reference on
-// exactly the entries the step writes: relative RMS error next to the rounding floor of the dtype.
-// With the CUDA bridge and a device present, the CUDA backend runs on the same inputs too.
+// default) and runs, on the CPU backend, (1) the whole intra stage in one call, kda::chunk_kda_intra
+// from (q, k, g, beta), and (2) the inter-solve step alone, kda::inter_solve (given the diagonal
+// blocks). Each is checked against the float64 reference on exactly the entries it writes: relative
+// RMS error next to the rounding floor of the dtype. With the CUDA bridge and a device present, the
+// CUDA backend runs both on the same inputs too.
 //
 //   01_cpu_minimal [--T=4096] [--H=16] [--HV=H] [--K=128] [--BT=64] [--dtype=bf16|fp16|fp32|fp64]
 //                  [--safe-gate] [--threads=0] [--seed=0]
@@ -78,11 +80,27 @@ int main(int argc, char** argv) try {
     const kda::reference::result ref = kda::reference::inter_solve(p, args);  // float64 oracle
     const double ref_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
+    // The whole intra stage in one call: (q, k, g, beta) -> Aqk (whole causal triangle) and Akk.
+    kda::host_tensor iAqk = in.make_output(0.0), iAkk = in.make_output(0.0);
+    kda::intra_args ia;
+    ia.q = in.q.ref(), ia.k = in.k.ref(), ia.g = in.g.ref(), ia.beta = in.beta.ref();
+    ia.Aqk = iAqk.mref(), ia.Akk = iAkk.mref();  // ia.Akkd: optional workspace on the CPU
+    double intra_ms = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t1 = std::chrono::steady_clock::now();
+        kda::chunk_kda_intra(cpu, p, ia);
+        intra_ms = std::min(intra_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count());
+    }
+    const kda::reference::result iref = kda::reference::intra(p, ia);  // float64 oracle of the whole stage
+
     std::printf("kda quickstart: B=%lld T=%lld H=%lld HV=%lld K=%lld BT=%d %s%s\n", (long long)p.B, (long long)p.T,
                 (long long)p.H, (long long)p.HV, (long long)p.K, p.BT, dt.c_str(), p.safe_gate ? " safe_gate" : "");
-    std::printf("cpu, threads=%d: %.2f ms per call (best of 3); float64 reference: %.0f ms\n", cpu.resolved_threads(),
-                best_ms, ref_ms);
-    bool ok = report("Aqk", ref.Aqk, ref.aqk_written, Aqk);
+    std::printf("cpu, threads=%d, chunk_kda_intra (whole stage): %.2f ms per call (best of 3)\n", cpu.resolved_threads(), intra_ms);
+    bool ok = report("Aqk", iref.Aqk, iref.aqk_written, iAqk);
+    ok = report("Akk", iref.Akk, iref.akk_written, iAkk) && ok;
+    std::printf("cpu, threads=%d, inter_solve (step alone): %.2f ms per call (best of 3); float64 reference: %.0f ms\n",
+                cpu.resolved_threads(), best_ms, ref_ms);
+    ok = report("Aqk", ref.Aqk, ref.aqk_written, Aqk) && ok;
     ok = report("Akk", ref.Akk, ref.akk_written, Akk) && ok;
 
 #ifdef KDA_WITH_CUDA_BRIDGE
@@ -91,10 +109,18 @@ int main(int argc, char** argv) try {
     } else if (!kda::bridge::cuda_device_present()) {
         std::printf("cuda: skipped: built with the CUDA backend, but no CUDA device is present\n");
     } else {
+        kda::host_tensor jAqk = in.make_output(0.0), jAkk = in.make_output(0.0);
+        kda::intra_args ca = ia;
+        ca.Aqk = jAqk.mref(), ca.Akk = jAkk.mref();
+        double intra_cuda_ms = 1e300;  // kernel time (CUDA events), best of 3; the bridge also copies in and out
+        for (int rep = 0; rep < 3; ++rep) intra_cuda_ms = std::min(intra_cuda_ms, kda::bridge::cuda_intra_host(p, ca));
+        std::printf("cuda, chunk_kda_intra: %.3f ms per call (kernels, best of 3)\n", intra_cuda_ms);
+        ok = report("Aqk", iref.Aqk, iref.aqk_written, jAqk) && ok;
+        ok = report("Akk", iref.Akk, iref.akk_written, jAkk) && ok;
         kda::host_tensor cAqk = in.make_output(0.0), cAkk = in.make_output(0.0);
-        double cuda_ms = 1e300;  // kernel time (CUDA events), best of 3; the bridge also copies in and out
+        double cuda_ms = 1e300;
         for (int rep = 0; rep < 3; ++rep) cuda_ms = std::min(cuda_ms, kda::bridge::cuda_inter_solve_host(p, in.args(cAqk, cAkk)));
-        std::printf("cuda: %.3f ms per call (kernel, best of 3)\n", cuda_ms);
+        std::printf("cuda, inter_solve: %.3f ms per call (kernel, best of 3)\n", cuda_ms);
         ok = report("Aqk", ref.Aqk, ref.aqk_written, cAqk) && ok;
         ok = report("Akk", ref.Akk, ref.akk_written, cAkk) && ok;
     }

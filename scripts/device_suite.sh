@@ -12,13 +12,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 parts=("[conformance][grid][bf16]" "[conformance][grid][fp16]" "[conformance][grid][fp32]" "[conformance][grid][fp64]"
        "[conformance][varlen]" "[conformance][properties]" "[conformance][bad-input]" "[tf32][grid]" "[tf32][varlen]"
        "[tf32][properties]" "[varlen-search]" "[vs-cpu]" "[repeat]" "[align]" "[policy]" "[bad-input]~[conformance]"
-       "[graph]" "[sanitize]" "[golden]")
+       "[graph]" "[sanitize]" "[golden]" "[intra][grid]" "[intra][diag]" "[intra][decay]" "[intra][cumsum]"
+       "[intra][bad-input]")
 i=0
 for p in "${parts[@]}"; do
   i=$((i+1))
   ( s=$(date +%s); timeout $LIMIT $T "[cuda]$p" > $L/t$i.log 2>&1; echo "rc=$? $(( $(date +%s)-s ))s test $p" > $L/t$i.rc ) &
 done
-SAN="[cuda][sanitize],[cuda][align],[cuda][graph]"
+SAN="[cuda][sanitize],[cuda][align],[cuda][graph],[cuda][intra][diag],[cuda][intra][cumsum],[cuda][intra][decay]"
 for tool in memcheck racecheck initcheck synccheck; do
   ( s=$(date +%s); timeout $LIMIT compute-sanitizer --tool $tool --error-exitcode 99 $T "$SAN" > $L/san_$tool.log 2>&1; echo "rc=$? $(( $(date +%s)-s ))s sanitizer $tool" > $L/san_$tool.rc ) &
 done
@@ -29,7 +30,7 @@ wait
 ( s=$(date +%s); timeout 120 $T "[timing]" > $L/timing.log 2>&1; echo "rc=$? $(( $(date +%s)-s ))s timing" > $L/timing.rc )
 tar czf $OUT/logs.tgz -C $L .
 echo "==== figures"
-grep -H "^\[cuda\|^golden cuda\|02_cuda_minimal" $L/*.log | sed "s|$L/||"
+grep -H "^\[cuda\|^golden cuda\|^cuda intra\|02_cuda_minimal" $L/*.log | sed "s|$L/||"
 echo "==== sanitizer summaries"
 grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" $L/san_*.log
 echo "==== test summaries"

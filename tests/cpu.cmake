@@ -12,6 +12,13 @@ foreach(part "[grid][bf16]" "[grid][fp16]" "[grid][fp32]" "[grid][fp64]" "[varle
   add_test(NAME ${name} COMMAND kda_test_cpu "[cpu]${part}")
 endforeach()
 
+# The intra stage (kda/intra.hpp) on the CPU: chunk_kda_intra, chunk_kda_intra_diag, chunk_local_cumsum.
+add_executable(kda_test_intra_cpu test_intra_cpu.cpp)
+target_link_libraries(kda_test_intra_cpu PRIVATE kda::kda kda_catch_main kda_program_flags)
+foreach(part full diag strong-decay cumsum bad-input)
+  add_test(NAME cpu.intra.${part} COMMAND kda_test_intra_cpu "[cpu][intra][${part}]")
+endforeach()
+
 # Compile-fail tests: each file must be refused, with our static_assert's sentence.
 foreach(case unknown_backend:no\ implementation\ for\ this\ Backend bad_tile_config:sub-chunk\ size\ BC\ must\ be\ 16)
   string(REPLACE ":" ";" parts "${case}")

@@ -9,7 +9,7 @@ add_library(kda_cuda_probe STATIC cuda/probe.cu)
 target_link_libraries(kda_cuda_probe PUBLIC kda::core PRIVATE kda::cuda)
 target_compile_options(kda_cuda_probe PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
 
-set(kda_cuda_test_sources cuda/main.cpp cuda/test_conformance.cpp cuda/test_cuda.cpp)
+set(kda_cuda_test_sources cuda/main.cpp cuda/test_conformance.cpp cuda/test_cuda.cpp cuda/test_intra.cpp)
 find_package(nlohmann_json 3 QUIET)
 if(nlohmann_json_FOUND AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/../include/kda/io/case.hpp)
   list(APPEND kda_cuda_test_sources cuda/test_golden.cpp)
@@ -30,7 +30,9 @@ set(kda_cuda_parts
   grid.fp64=[conformance][grid][fp64] varlen=[conformance][varlen] properties=[conformance][properties]
   bad-input=[conformance][bad-input] tf32.grid=[tf32][grid] tf32.varlen=[tf32][varlen] tf32.properties=[tf32][properties]
   varlen-search=[varlen-search] vs-cpu=[vs-cpu] repeat=[repeat] align=[align] policy=[policy]
-  device-pointers=[bad-input]~[conformance] graph=[graph] sanitize=[sanitize])
+  device-pointers=[bad-input]~[conformance]~[intra] graph=[graph]~[intra] sanitize=[sanitize]
+  intra.grid=[intra][grid] intra.diag=[intra][diag] intra.decay=[intra][decay] intra.cumsum=[intra][cumsum]
+  intra.graph=[intra][graph] intra.bad-input=[intra][bad-input])
 if(kda_cuda_golden)
   list(APPEND kda_cuda_parts golden=[golden])
 endif()

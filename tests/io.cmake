@@ -11,6 +11,14 @@ add_test(NAME io.safetensors COMMAND kda_test_io "[safetensors]")
 add_test(NAME io.case COMMAND kda_test_io "[case]")
 add_test(NAME io.golden COMMAND kda_test_io "[golden]")
 
+# The intra stage (kda/intra.hpp) on the golden FLA cases: producer and one-call path against
+# float64 and against FLA's own outputs.
+add_executable(kda_test_intra_golden io/test_intra_golden.cpp)
+target_link_libraries(kda_test_intra_golden PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+target_include_directories(kda_test_intra_golden PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_definitions(kda_test_intra_golden PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
+add_test(NAME io.intra_golden COMMAND kda_test_intra_golden "[intra-golden]")
+
 # The command, driven as a user would: exit status, one-line errors, no output file on failure.
 if(KDA_BUILD_EXAMPLES)
   add_executable(kda_test_cli io/test_cli.cpp)

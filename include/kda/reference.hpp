@@ -9,6 +9,13 @@
 //   Aqk[t_i, j] = S_qk[i, j] where i / BC > j / BC;  Akk[t_i, j] = (I + L)^-1[i, j] where
 //   i / BC >= j / BC and j < n.
 // The dense inverse comes from Eigen's triangular solve of (I + L) X = I.
+//
+// The intra stage (kda/intra.hpp), from the same formulas:
+//   intra(p, a)              whole causal Aqk (S_qk for j <= i, 0 above the diagonal inside the
+//                            diagonal blocks) and Akk = (I + L)^-1 with every L entry from q, k, g, beta;
+//   intra_diag(p, a)         the producer's Aqk diagonal blocks and Akkd rows (both flavours);
+//   chunk_local_cumsum(p, a) the gate activations and chunk-local sums;
+//   make_gate_inputs(...)    raw gate inputs for chunk_local_cumsum.
 #pragma once
 
 #include <Eigen/Dense>
@@ -22,6 +29,7 @@
 #include "config.hpp"
 #include "cpu/backend.hpp"
 #include "host_tensor.hpp"
+#include "intra.hpp"
 #include "tensor.hpp"
 #include "types.hpp"
 
@@ -183,11 +191,12 @@ inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& 
     return r;
 }
 
-/// Builds Akkd [B, T, HV, BC] (dtype fp32, or fp64 for fp64 data) from the formulas in float64:
-/// the strictly lower, beta-scaled diagonal block rows of L, or, in safe-gate mode, the rows of the
-/// blocks' inverses (I + L_ss)^-1. Reads q, k, g, beta and cu_seqlens from `a`.
-inline host_tensor make_akkd(const inter_solve_problem& p, const inter_solve_args& a) {
-    host_tensor out(acc_dtype(a.q.type), {p.B, p.T, p.HV, p.BC});
+namespace detail {
+/// Visits every diagonal block (sub-chunk s0 .. s0 + ns of a chunk, value head hv) in float64:
+/// f(sequence, s0, ns, hv, k, g, D) with k, g the block's rows [ns, K] and D [ns, ns] the block of
+/// Akkd: the strictly lower, beta-scaled L_ss, or, in safe-gate mode, (I + L_ss)^-1.
+template <class F>
+void for_each_diag_block(const inter_solve_problem& p, const inter_solve_args& a, F&& f) {
     const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
     for (const auto& sq : sequences(p, a)) {
         for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
@@ -195,26 +204,38 @@ inline host_tensor make_akkd(const inter_solve_problem& p, const inter_solve_arg
             for (std::int64_t s0 = c0; s0 < cend; s0 += BC) {
                 const std::int64_t ns = std::min(BC, cend - s0);
                 for (std::int64_t hv = 0; hv < p.HV; ++hv) {
-                    detail::mat k(ns, K), g(ns, K);
+                    mat k(ns, K), g(ns, K);
                     for (std::int64_t i = 0; i < ns; ++i)
                         for (std::int64_t kk = 0; kk < K; ++kk) {
                             k(i, kk) = read(a.k, sq.b, s0 + i, hv / G, kk);
                             g(i, kk) = read(a.g, sq.b, s0 + i, hv, kk);
                         }
-                    detail::mat L = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
+                    mat L = gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
                     for (std::int64_t i = 0; i < ns; ++i) L.row(i) *= read(a.beta, sq.b, s0 + i, hv);
-                    detail::mat D = L;
+                    mat D = L;
                     if (p.safe_gate) {
-                        const detail::mat I = detail::mat::Identity(ns, ns);
+                        const mat I = mat::Identity(ns, ns);
                         D = (I + L).triangularView<Eigen::UnitLower>().solve(I);
                     }
-                    for (std::int64_t i = 0; i < ns; ++i)
-                        for (std::int64_t j = 0; j < ns; ++j)
-                            store(out, ((sq.b * p.T + s0 + i) * p.HV + hv) * BC + j, D(i, j));
+                    f(sq, s0, ns, hv, k, g, D);
                 }
             }
         }
     }
+}
+}  // namespace detail
+
+/// Builds Akkd [B, T, HV, BC] (dtype fp32, or fp64 for fp64 data) from the formulas in float64:
+/// the strictly lower, beta-scaled diagonal block rows of L, or, in safe-gate mode, the rows of the
+/// blocks' inverses (I + L_ss)^-1. Reads q, k, g, beta and cu_seqlens from `a`.
+inline host_tensor make_akkd(const inter_solve_problem& p, const inter_solve_args& a) {
+    host_tensor out(acc_dtype(a.q.type), {p.B, p.T, p.HV, p.BC});
+    const std::int64_t BC = p.BC;
+    detail::for_each_diag_block(p, a, [&](const sequence& sq, std::int64_t s0, std::int64_t ns, std::int64_t hv, const detail::mat&,
+                                          const detail::mat&, const detail::mat& D) {
+        for (std::int64_t i = 0; i < ns; ++i)
+            for (std::int64_t j = 0; j < ns; ++j) store(out, ((sq.b * p.T + s0 + i) * p.HV + hv) * BC + j, D(i, j));
+    });
     return out;
 }
 
@@ -320,6 +341,219 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
     host_tensor dummy_out;
     inter_solve_args a = in.args(dummy_out, dummy_out);
     in.Akkd = make_akkd(p, a);
+    return in;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The intra stage.
+
+/// The whole intra stage in float64 (outputs in `a` are not touched): Aqk[t_i, j] = S_qk[i, j] for
+/// j <= i and 0 for j > i, Akk = (I + L)^-1, both written where i / BC >= j / BC and j < n. `IL`
+/// holds I + L. Akkd is not read.
+inline result intra(const intra_problem& p, const intra_args& a) {
+    const inter_solve_args ia = kda::detail::as_inter_solve(a);
+    result r;
+    r.B = p.B;
+    r.T = p.T;
+    r.HV = p.HV;
+    r.BT = p.BT;
+    const std::size_t total = static_cast<std::size_t>(p.B * p.T * p.HV * p.BT);
+    r.Aqk.assign(total, 0.0);
+    r.Akk.assign(total, 0.0);
+    r.IL.assign(total, 0.0);
+    r.chunk_pos.assign(static_cast<std::size_t>(p.B * p.T), -1);
+    r.aqk_written.assign(total, 0);
+    r.akk_written.assign(total, 0);
+    const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
+    for (const auto& sq : sequences(p, ia)) {
+        for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
+            const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
+            for (std::int64_t i = 0; i < n; ++i) r.chunk_pos[static_cast<std::size_t>(sq.b * p.T + c0 + i)] = static_cast<std::int32_t>(i);
+            for (std::int64_t hv = 0; hv < p.HV; ++hv) {
+                detail::mat q(n, K), k(n, K), g(n, K);
+                for (std::int64_t i = 0; i < n; ++i)
+                    for (std::int64_t kk = 0; kk < K; ++kk) {
+                        q(i, kk) = read(a.q, sq.b, c0 + i, hv / G, kk);
+                        k(i, kk) = read(a.k, sq.b, c0 + i, hv / G, kk);
+                        g(i, kk) = read(a.g, sq.b, c0 + i, hv, kk);
+                    }
+                const detail::mat S = p.scale * detail::gated_products(q, k, g);
+                detail::mat M = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
+                for (std::int64_t i = 0; i < n; ++i) M.row(i) *= read(a.beta, sq.b, c0 + i, hv);
+                M.diagonal().setOnes();
+                const detail::mat I = detail::mat::Identity(n, n);
+                const detail::mat Ainv = M.triangularView<Eigen::UnitLower>().solve(I);
+                for (std::int64_t i = 0; i < n; ++i)
+                    for (std::int64_t j = 0; j < n; ++j) {
+                        const std::int64_t idx = r.index(sq.b, c0 + i, hv, j);
+                        r.IL[static_cast<std::size_t>(idx)] = j <= i ? M(i, j) : 0.0;
+                        if (i / BC < j / BC) continue;
+                        r.Aqk[static_cast<std::size_t>(idx)] = j <= i ? S(i, j) : 0.0;
+                        r.Akk[static_cast<std::size_t>(idx)] = Ainv(i, j);
+                        r.aqk_written[static_cast<std::size_t>(idx)] = 1;
+                        r.akk_written[static_cast<std::size_t>(idx)] = 1;
+                    }
+            }
+        }
+    }
+    return r;
+}
+
+/// Float64 outputs of the diagonal-block producer and the masks of the entries it writes:
+/// Aqk [B, T, HV, BT] (the diagonal blocks, j < n) and Akkd [B, T, HV, BC] (all BC entries of every
+/// row inside a sequence).
+struct diag_result {
+    std::int64_t B = 0, T = 0, HV = 0, BT = 0, BC = 0;
+    std::vector<double> Aqk, Akkd;
+    std::vector<std::uint8_t> aqk_written, akkd_written;
+    [[nodiscard]] std::int64_t aqk_index(std::int64_t b, std::int64_t t, std::int64_t hv, std::int64_t j) const {
+        return ((b * T + t) * HV + hv) * BT + j;
+    }
+    [[nodiscard]] std::int64_t akkd_index(std::int64_t b, std::int64_t t, std::int64_t hv, std::int64_t j) const {
+        return ((b * T + t) * HV + hv) * BC + j;
+    }
+};
+
+/// The producer in float64 (outputs in `a` are not touched): Aqk = scale S_qk on and below the
+/// diagonal of each diagonal block, 0 above it (columns inside the chunk); Akkd rows as make_akkd
+/// (p.safe_gate picks the flavour), 0 in the columns past a short sub-chunk.
+inline diag_result intra_diag(const intra_problem& p, const intra_diag_args& a) {
+    const inter_solve_args ia = kda::detail::as_inter_solve(a);
+    diag_result r;
+    r.B = p.B;
+    r.T = p.T;
+    r.HV = p.HV;
+    r.BT = p.BT;
+    r.BC = p.BC;
+    r.Aqk.assign(static_cast<std::size_t>(p.B * p.T * p.HV * p.BT), 0.0);
+    r.aqk_written.assign(r.Aqk.size(), 0);
+    r.Akkd.assign(static_cast<std::size_t>(p.B * p.T * p.HV * p.BC), 0.0);
+    r.akkd_written.assign(r.Akkd.size(), 0);
+    const std::int64_t G = p.HV / p.H, K = p.K;
+    detail::for_each_diag_block(p, ia, [&](const sequence& sq, std::int64_t s0, std::int64_t ns, std::int64_t hv, const detail::mat& k,
+                                          const detail::mat& g, const detail::mat& D) {
+        detail::mat q(ns, K);
+        for (std::int64_t i = 0; i < ns; ++i)
+            for (std::int64_t kk = 0; kk < K; ++kk) q(i, kk) = read(a.q, sq.b, s0 + i, hv / G, kk);
+        const detail::mat S = p.scale * detail::gated_products(q, k, g);
+        const std::int64_t col0 = (s0 - sq.begin) % p.BT;  // the block's first column inside its chunk
+        for (std::int64_t i = 0; i < ns; ++i) {
+            for (std::int64_t j = 0; j < ns; ++j) {
+                const auto idx = static_cast<std::size_t>(r.aqk_index(sq.b, s0 + i, hv, col0 + j));
+                r.Aqk[idx] = j <= i ? S(i, j) : 0.0;
+                r.aqk_written[idx] = 1;
+            }
+            for (std::int64_t j = 0; j < p.BC; ++j) {
+                const auto idx = static_cast<std::size_t>(r.akkd_index(sq.b, s0 + i, hv, j));
+                r.Akkd[idx] = j < ns ? D(i, j) : 0.0;
+                r.akkd_written[idx] = 1;
+            }
+        }
+    });
+    return r;
+}
+
+/// The gate cumsum in float64: [B, T, HV, K] flat. softplus(x) = x above 20, log1p(exp(x)) else
+/// (the definition, as in FLA); sums restart at every chunk start, chunks start at every sequence
+/// start.
+inline std::vector<double> chunk_local_cumsum(const cumsum_problem& p, const cumsum_args& a) {
+    std::vector<double> out(static_cast<std::size_t>(p.B * p.T * p.HV * p.K), 0.0);
+    inter_solve_problem sp;
+    sp.B = p.B;
+    sp.T = p.T;
+    inter_solve_args sa;
+    sa.cu_seqlens = a.cu_seqlens;
+    const bool act = p.activation != gate_activation::none;
+    const bool has_a = act && a.A_log.data != nullptr, has_bias = act && a.dt_bias.data != nullptr;
+    for (const auto& sq : sequences(sp, sa))
+        for (std::int64_t hv = 0; hv < p.HV; ++hv) {
+            const double rate = has_a ? std::exp(read(a.A_log, hv)) : 1.0;
+            for (std::int64_t kk = 0; kk < p.K; ++kk) {
+                const double bias = has_bias ? read(a.dt_bias, hv * p.K + kk) : 0.0;
+                double sum = 0;
+                for (std::int64_t t = sq.begin; t < sq.end; ++t) {
+                    if ((t - sq.begin) % p.BT == 0) sum = 0;
+                    const double x = read(a.g, sq.b, t, hv, kk) + bias;
+                    double d = x;
+                    if (p.activation == gate_activation::kda) d = -rate * (x > 20 ? x : std::log1p(std::exp(x)));
+                    if (p.activation == gate_activation::kda_lower_bound) d = p.lower_bound / (1.0 + std::exp(-rate * x));
+                    sum += d;
+                    out[static_cast<std::size_t>(((sq.b * p.T + t) * p.HV + hv) * p.K + kk)] = p.scale * sum;
+                }
+            }
+        }
+    return out;
+}
+
+/// Knobs of the gate-input generator.
+struct gate_options {
+    std::uint64_t seed = 0;
+    std::vector<std::int64_t> seqlens;  // non-empty: varlen with these lengths (B must be 1)
+    bool with_A_log = true;             // kda always has A_log; kda_lower_bound may go without
+    bool with_dt_bias = true;
+};
+
+/// Raw inputs of chunk_local_cumsum and a matching output.
+///   none:            g = per-token log-decays -a softplus(x), a ~ U(log 0.01, log 0.5) per (hv, k)
+///   kda:             g ~ N(0, 2^2) with 1 in 32 entries ~ U(-30, 30) (both branches of softplus),
+///                    A_log ~ U(log 0.01, log 0.5), dt_bias ~ N(0, 0.5^2)
+///   kda_lower_bound: g as for kda, A_log ~ U(0, log 16), dt_bias ~ N(0, 0.5^2)
+/// g is stored in X, A_log / dt_bias in X's accumulator type.
+struct gate_inputs {
+    cumsum_problem problem;
+    host_tensor g, A_log, dt_bias, cu_seqlens;
+
+    [[nodiscard]] cumsum_args args(host_tensor& g_out) const {
+        cumsum_args a;
+        a.g = g.ref();
+        a.A_log = A_log.ref();
+        a.dt_bias = dt_bias.ref();
+        a.g_out = g_out.mref();
+        a.cu_seqlens = cu_seqlens.ref();
+        return a;
+    }
+    /// Output [B, T, HV, K] in the accumulator type, filled with `fill`.
+    [[nodiscard]] host_tensor make_output(double fill) const {
+        host_tensor t(acc_dtype(g.type()), {problem.B, problem.T, problem.HV, problem.K});
+        for (std::int64_t i = 0; i < t.numel(); ++i) store(t, i, fill);
+        return t;
+    }
+};
+
+inline gate_inputs make_gate_inputs(cumsum_problem p, dtype X, const gate_options& opt = {}) {
+    gate_inputs in;
+    std::mt19937_64 rng(opt.seed);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    if (!opt.seqlens.empty()) {
+        KDA_CHECK(p.B == 1, "kda::reference::make_gate_inputs: argument 'B': varlen needs B == 1, got " << p.B);
+        in.cu_seqlens = host_tensor(dtype::i64, {static_cast<std::int64_t>(opt.seqlens.size()) + 1});
+        auto* cu = in.cu_seqlens.data<std::int64_t>();
+        cu[0] = 0;
+        for (std::size_t n = 0; n < opt.seqlens.size(); ++n) cu[n + 1] = cu[n] + opt.seqlens[n];
+        p.T = cu[opt.seqlens.size()];
+    }
+    in.problem = p;
+    const dtype A = acc_dtype(X);
+    in.g = host_tensor(X, {p.B, p.T, p.HV, p.K});
+    const bool lb = p.activation == gate_activation::kda_lower_bound;
+    if (p.activation == gate_activation::none) {
+        std::vector<double> rate(static_cast<std::size_t>(p.HV * p.K));
+        for (auto& v : rate) v = std::exp(std::log(0.01) + unit(rng) * (std::log(0.5) - std::log(0.01)));
+        for (std::int64_t i = 0; i < in.g.numel(); ++i)
+            store(in.g, i, -rate[static_cast<std::size_t>(i % (p.HV * p.K))] * std::log1p(std::exp(normal(rng))));
+        return in;
+    }
+    for (std::int64_t i = 0; i < in.g.numel(); ++i) store(in.g, i, unit(rng) < 1.0 / 32 ? -30.0 + 60.0 * unit(rng) : 2.0 * normal(rng));
+    if (opt.with_A_log || p.activation == gate_activation::kda) {
+        in.A_log = host_tensor(A, {p.HV});
+        for (std::int64_t hv = 0; hv < p.HV; ++hv)
+            store(in.A_log, hv, lb ? unit(rng) * std::log(16.0) : std::log(0.01) + unit(rng) * (std::log(0.5) - std::log(0.01)));
+    }
+    if (opt.with_dt_bias) {
+        in.dt_bias = host_tensor(A, {p.HV * p.K});
+        for (std::int64_t i = 0; i < in.dt_bias.numel(); ++i) store(in.dt_bias, i, 0.5 * normal(rng));
+    }
     return in;
 }
 

@@ -157,69 +157,27 @@ inline std::vector<std::int64_t> read_indices(const tensor_ref& t) {
 
 }  // namespace detail
 
-/// Checks every argument of an inter-solve call for a backend with capabilities `caps`.
-/// Reads cu_seqlens / chunk_indices contents from host memory only (the tensors themselves on a
-/// host backend, the *_host copies otherwise).
-inline status can_implement(const inter_solve_problem& p, const inter_solve_args& a, const backend_caps& caps = {}) {
-    detail::checker c("kda::inter_solve");
-    // --- sizes and modes
-    if (p.B < 1) c.fail("B", "expected B >= 1, got ", p.B);
-    if (p.T < 0) c.fail("T", "expected T >= 0, got ", p.T);
-    if (p.H < 1) c.fail("H", "expected H >= 1, got ", p.H);
-    if (p.HV < 1) c.fail("HV", "expected HV >= 1, got ", p.HV);
-    if (c.ok() && p.HV % p.H != 0) c.fail("HV", "expected a multiple of H = ", p.H, ", got HV = ", p.HV);
-    if (p.K < 1 || p.K > 256) c.fail("K", "expected 1 <= K <= 256, got ", p.K);
-    if (p.BT != 32 && p.BT != 64) c.fail("BT", "expected 32 or 64, got ", p.BT);
-    if (p.BC != 16) c.fail("BC", "expected 16, got ", p.BC);
-    if (!(p.scale == p.scale) || p.scale == std::numeric_limits<double>::infinity() || p.scale == -std::numeric_limits<double>::infinity())
-        c.fail("scale", "expected a finite number, got ", p.scale);
+/// Which call's arguments are checked: they differ in the role of Akkd and Akk.
+enum class step_kind {
+    inter_solve,  // Akkd input, Aqk and Akk outputs
+    intra_diag,   // the diagonal-block producer: Aqk and Akkd outputs, no Akk
+    intra,        // the whole intra stage: Aqk and Akk outputs, Akkd an optional workspace (output)
+};
+
+namespace detail {
+inline const char* step_name(step_kind s) {
+    switch (s) {
+        case step_kind::inter_solve: return "kda::inter_solve";
+        case step_kind::intra_diag: return "kda::chunk_kda_intra_diag";
+        case step_kind::intra: return "kda::chunk_kda_intra";
+    }
+    return "kda";
+}
+
+/// The varlen checks (cu_seqlens, chunk_indices and their host copies) on top of `c`.
+inline status check_varlen(checker& c, const inter_solve_problem& p, const inter_solve_args& a, const backend_caps& caps) {
     const bool has_cu = !(a.cu_seqlens.rank == 0 && a.cu_seqlens.data == nullptr);
     const bool has_ci = !(a.chunk_indices.rank == 0 && a.chunk_indices.data == nullptr);
-    if (has_cu && p.B != 1) c.fail("B", "expected B == 1 with cu_seqlens (varlen), got B = ", p.B);
-    if (!c.ok()) return c.result();
-
-    // --- tensors
-    const dtype X = a.q.type;
-    if (!(a.q.rank == 0 && a.q.data == nullptr)) {
-        if (!is_floating(X)) return c.fail("q", "expected dtype bf16, fp16, fp32 or fp64, got ", name(X)), c.result();
-        if (X == dtype::fp64 && !caps.supports_fp64)
-            return c.fail("q", "dtype fp64 is not supported by the ", caps.name, " backend (expected bf16, fp16 or fp32)"), c.result();
-    }
-    const dtype A = acc_dtype(X);
-    const auto al = caps.alignment;
-    const extents_t qk{p.B, p.T, p.H, p.K};
-    const extents_t gk{p.B, p.T, p.HV, p.K};
-    const extents_t bt{p.B, p.T, p.HV, 0};
-    const extents_t dd{p.B, p.T, p.HV, p.BC};
-    const extents_t oo{p.B, p.T, p.HV, p.BT};
-    detail::check_layout(c, "q", a.q, {dtype::bf16, dtype::fp16, dtype::fp32, dtype::fp64}, qk, 4, "[B, T, H, K]", true, al);
-    detail::check_layout(c, "k", a.k, {X}, qk, 4, "[B, T, H, K]", true, al);
-    detail::check_layout(c, "g", a.g, {A}, gk, 4, "[B, T, HV, K]", true, al);
-    if (X == dtype::fp32 || X == dtype::fp64)
-        detail::check_layout(c, "beta", a.beta, {X}, bt, 3, "[B, T, HV]", false, 0);
-    else
-        detail::check_layout(c, "beta", a.beta, {X, dtype::fp32}, bt, 3, "[B, T, HV]", false, 0);
-    detail::check_layout(c, "Akkd", a.Akkd, {A}, dd, 4, "[B, T, HV, BC]", true, al);
-    detail::check_layout(c, "Aqk", a.Aqk, {X}, oo, 4, "[B, T, HV, BT]", true, al);
-    detail::check_layout(c, "Akk", a.Akk, {X}, oo, 4, "[B, T, HV, BT]", true, al);
-    if (!c.ok()) return c.result();
-    if (p.T == 0) return c.result();  // a no-op: nothing is read or written
-
-    // --- outputs: no self-overlap, no overlap with each other or with any input
-    if (!detail::non_self_overlapping(a.Aqk)) return c.fail("Aqk", "strides ", describe_strides(a.Aqk), " make distinct entries overlap"), c.result();
-    if (!detail::non_self_overlapping(a.Akk)) return c.fail("Akk", "strides ", describe_strides(a.Akk), " make distinct entries overlap"), c.result();
-    {
-        const auto rq = detail::range_of(a.Aqk), rk = detail::range_of(a.Akk);
-        auto disjoint = [](detail::byte_range x, detail::byte_range y) { return x.hi <= y.lo || y.hi <= x.lo; };
-        if (!disjoint(rq, rk)) return c.fail("Akk", "overlaps the memory of Aqk"), c.result();
-        const std::pair<const char*, const tensor_ref*> ins[] = {{"q", &a.q}, {"k", &a.k}, {"g", &a.g}, {"beta", &a.beta}, {"Akkd", &a.Akkd}};
-        for (auto [nm, t] : ins) {
-            const auto r = detail::range_of(*t);
-            if (!disjoint(r, rq)) return c.fail("Aqk", "overlaps the memory of input ", nm), c.result();
-            if (!disjoint(r, rk)) return c.fail("Akk", "overlaps the memory of input ", nm), c.result();
-        }
-    }
-
     // --- varlen
     if (!has_cu) {
         if (has_ci) c.fail("chunk_indices", "was given without cu_seqlens");
@@ -276,6 +234,86 @@ inline status can_implement(const inter_solve_problem& p, const inter_solve_args
                 return c.fail("chunk_indices", "does not match cu_seqlens: entry [", i / 2, ", ", i % 2, "] expected ", expect[i], ", got ", ci[i]), c.result();
     }
     return c.result();
+}
+
+/// The shared checks of every step. `a` carries the step's tensors; for the producer steps Akkd
+/// is a (const) view of an output and Akk is absent (intra_diag).
+inline status can_implement_step(const inter_solve_problem& p, const inter_solve_args& a, const backend_caps& caps, step_kind step) {
+    detail::checker c(step_name(step));
+    // --- sizes and modes
+    if (p.B < 1) c.fail("B", "expected B >= 1, got ", p.B);
+    if (p.T < 0) c.fail("T", "expected T >= 0, got ", p.T);
+    if (p.H < 1) c.fail("H", "expected H >= 1, got ", p.H);
+    if (p.HV < 1) c.fail("HV", "expected HV >= 1, got ", p.HV);
+    if (c.ok() && p.HV % p.H != 0) c.fail("HV", "expected a multiple of H = ", p.H, ", got HV = ", p.HV);
+    if (p.K < 1 || p.K > 256) c.fail("K", "expected 1 <= K <= 256, got ", p.K);
+    if (p.BT != 32 && p.BT != 64) c.fail("BT", "expected 32 or 64, got ", p.BT);
+    if (p.BC != 16) c.fail("BC", "expected 16, got ", p.BC);
+    if (!(p.scale == p.scale) || p.scale == std::numeric_limits<double>::infinity() || p.scale == -std::numeric_limits<double>::infinity())
+        c.fail("scale", "expected a finite number, got ", p.scale);
+    const bool has_cu = !(a.cu_seqlens.rank == 0 && a.cu_seqlens.data == nullptr);
+    if (has_cu && p.B != 1) c.fail("B", "expected B == 1 with cu_seqlens (varlen), got B = ", p.B);
+    if (!c.ok()) return c.result();
+
+    // --- tensors
+    const dtype X = a.q.type;
+    if (!(a.q.rank == 0 && a.q.data == nullptr)) {
+        if (!is_floating(X)) return c.fail("q", "expected dtype bf16, fp16, fp32 or fp64, got ", name(X)), c.result();
+        if (X == dtype::fp64 && !caps.supports_fp64)
+            return c.fail("q", "dtype fp64 is not supported by the ", caps.name, " backend (expected bf16, fp16 or fp32)"), c.result();
+    }
+    const dtype A = acc_dtype(X);
+    const auto al = caps.alignment;
+    const extents_t qk{p.B, p.T, p.H, p.K};
+    const extents_t gk{p.B, p.T, p.HV, p.K};
+    const extents_t bt{p.B, p.T, p.HV, 0};
+    const extents_t dd{p.B, p.T, p.HV, p.BC};
+    const extents_t oo{p.B, p.T, p.HV, p.BT};
+    detail::check_layout(c, "q", a.q, {dtype::bf16, dtype::fp16, dtype::fp32, dtype::fp64}, qk, 4, "[B, T, H, K]", true, al);
+    detail::check_layout(c, "k", a.k, {X}, qk, 4, "[B, T, H, K]", true, al);
+    detail::check_layout(c, "g", a.g, {A}, gk, 4, "[B, T, HV, K]", true, al);
+    if (X == dtype::fp32 || X == dtype::fp64)
+        detail::check_layout(c, "beta", a.beta, {X}, bt, 3, "[B, T, HV]", false, 0);
+    else
+        detail::check_layout(c, "beta", a.beta, {X, dtype::fp32}, bt, 3, "[B, T, HV]", false, 0);
+    const bool akkd_in = step == step_kind::inter_solve;
+    const bool akkd_out = step == step_kind::intra_diag || (step == step_kind::intra && !a.Akkd.empty_view());
+    const bool akk_out = step != step_kind::intra_diag;
+    if (akkd_in || akkd_out) detail::check_layout(c, "Akkd", a.Akkd, {A}, dd, 4, "[B, T, HV, BC]", true, al);
+    detail::check_layout(c, "Aqk", a.Aqk, {X}, oo, 4, "[B, T, HV, BT]", true, al);
+    if (akk_out) detail::check_layout(c, "Akk", a.Akk, {X}, oo, 4, "[B, T, HV, BT]", true, al);
+    if (!c.ok()) return c.result();
+    if (p.T == 0) return c.result();  // a no-op: nothing is read or written
+
+    // --- outputs: no self-overlap, no overlap with each other or with any input
+    {
+        std::vector<std::pair<const char*, const tensor_ref*>> ins = {{"q", &a.q}, {"k", &a.k}, {"g", &a.g}, {"beta", &a.beta}};
+        if (akkd_in) ins.emplace_back("Akkd", &a.Akkd);
+        const tensor_ref aqk = as_const(a.Aqk), akk = as_const(a.Akk);
+        std::vector<std::pair<const char*, const tensor_ref*>> outs = {{"Aqk", &aqk}};
+        if (akk_out) outs.emplace_back("Akk", &akk);
+        if (akkd_out) outs.emplace_back("Akkd", &a.Akkd);
+        auto disjoint = [](detail::byte_range x, detail::byte_range y) { return x.hi <= y.lo || y.hi <= x.lo; };
+        for (std::size_t o = 0; o < outs.size(); ++o) {
+            const auto [nm, t] = outs[o];
+            if (!detail::non_self_overlapping(*t)) return c.fail(nm, "strides ", describe_strides(*t), " make distinct entries overlap"), c.result();
+            const auto r = detail::range_of(*t);
+            for (std::size_t e = 0; e < o; ++e)
+                if (!disjoint(detail::range_of(*outs[e].second), r)) return c.fail(nm, "overlaps the memory of ", outs[e].first), c.result();
+            for (auto [inm, it] : ins)
+                if (!disjoint(detail::range_of(*it), r)) return c.fail(nm, "overlaps the memory of input ", inm), c.result();
+        }
+    }
+
+    return check_varlen(c, p, a, caps);
+}
+}  // namespace detail
+
+/// Checks every argument of an inter-solve call for a backend with capabilities `caps`.
+/// Reads cu_seqlens / chunk_indices contents from host memory only (the tensors themselves on a
+/// host backend, the *_host copies otherwise).
+inline status can_implement(const inter_solve_problem& p, const inter_solve_args& a, const backend_caps& caps = {}) {
+    return detail::can_implement_step(p, a, caps, step_kind::inter_solve);
 }
 
 }  // namespace kda

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <kda/cuda/inter_solve.cuh>
+#include <kda/cuda/intra.cuh>
 
 namespace kda::testing::probe {
 
@@ -101,26 +102,34 @@ std::string run_without_host_copies(const inter_solve_problem& p, const inter_so
     return msg;
 }
 
+/// Captures launch() on `stream` into a CUDA graph (global capture mode) and replays it `replays`
+/// times (the uploads must be complete).
+template <class Launch>
+void capture_and_replay(cudaStream_t stream, int replays, Launch&& launch) {
+    cudaGraph_t graph = nullptr;
+    KDA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    try {
+        launch();
+    } catch (...) {
+        (void)cudaStreamEndCapture(stream, &graph);
+        if (graph != nullptr) (void)cudaGraphDestroy(graph);
+        throw;
+    }
+    KDA_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    KDA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < replays; ++i) KDA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    KDA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    KDA_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    KDA_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
 void run_in_graph(const inter_solve_problem& p, const inter_solve_args& h, int replays) {
     device_copies dc;
     const inter_solve_args d = dc.all(h);
     KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));  // uploads done before the capture starts
-    cudaGraph_t graph = nullptr;
-    KDA_CUDA_CHECK(cudaStreamBeginCapture(dc.stream, cudaStreamCaptureModeGlobal));
-    try {
-        kda::inter_solve(cuda_backend{dc.stream}, p, d);
-    } catch (...) {
-        (void)cudaStreamEndCapture(dc.stream, &graph);
-        if (graph != nullptr) (void)cudaGraphDestroy(graph);
-        throw;
-    }
-    KDA_CUDA_CHECK(cudaStreamEndCapture(dc.stream, &graph));
-    cudaGraphExec_t exec = nullptr;
-    KDA_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int i = 0; i < replays; ++i) KDA_CUDA_CHECK(cudaGraphLaunch(exec, dc.stream));
+    capture_and_replay(dc.stream, replays, [&] { kda::inter_solve(cuda_backend{dc.stream}, p, d); });
     dc.finish(h, d);
-    KDA_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    KDA_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
 void run_policy(const inter_solve_problem& p, const inter_solve_args& h, int BK) {
@@ -131,6 +140,55 @@ void run_policy(const inter_solve_problem& p, const inter_solve_args& h, int BK)
         kda::detail::dispatch_bk(BK, [&]<int BK_>() { chunk_kda_inter_solve<cuda_backend, BT, 16, BK_>::run(be, p, d); });
     });
     dc.finish(h, d);
+}
+
+std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_workspace, const std::string& keep_on_host) {
+    device_copies dc;
+    intra_args d;
+    d.q = keep_on_host == "q" ? h.q : dc.up(h.q);
+    d.k = dc.up(h.k), d.g = dc.up(h.g), d.beta = dc.up(h.beta);
+    d.Aqk = keep_on_host == "Aqk" ? h.Aqk : dc.up(h.Aqk);
+    d.Akk = dc.up(h.Akk);
+    d.cu_seqlens = dc.up(h.cu_seqlens), d.chunk_indices = dc.up(h.chunk_indices);
+    d.cu_seqlens_host = h.cu_seqlens;
+    d.chunk_indices_host = h.chunk_indices;
+    if (!drop_workspace) d.Akkd = keep_on_host == "Akkd" ? h.Akkd : dc.up(h.Akkd);
+    const std::string msg = message_of([&] { kda::chunk_kda_intra(cuda_backend{dc.stream}, p, d); });
+    if (keep_on_host.empty()) {
+        dc.down(h.Aqk, d.Aqk);
+        dc.down(h.Akk, d.Akk);
+    }
+    KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
+    return msg;
+}
+
+std::string run_cumsum_with_host_tensor(const cumsum_problem& p, const cumsum_args& h, const std::string& keep_on_host) {
+    device_copies dc;
+    cumsum_args d;
+    d.g = keep_on_host == "g" ? h.g : dc.up(h.g);
+    d.A_log = keep_on_host == "A_log" ? h.A_log : dc.up(h.A_log);
+    d.dt_bias = keep_on_host == "dt_bias" ? h.dt_bias : dc.up(h.dt_bias);
+    d.g_out = keep_on_host == "g_out" ? h.g_out : dc.up(h.g_out);
+    d.cu_seqlens = dc.up(h.cu_seqlens);
+    d.cu_seqlens_host = h.cu_seqlens;
+    const std::string msg = message_of([&] { kda::chunk_local_cumsum(cuda_backend{dc.stream}, p, d); });
+    KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
+    return msg;
+}
+
+void run_intra_in_graph(const intra_problem& p, const intra_args& h, int replays) {
+    device_copies dc;
+    intra_args d;
+    d.q = dc.up(h.q), d.k = dc.up(h.k), d.g = dc.up(h.g), d.beta = dc.up(h.beta);
+    d.Aqk = dc.up(h.Aqk), d.Akk = dc.up(h.Akk), d.Akkd = dc.up(h.Akkd);
+    d.cu_seqlens = dc.up(h.cu_seqlens), d.chunk_indices = dc.up(h.chunk_indices);
+    d.cu_seqlens_host = h.cu_seqlens;
+    d.chunk_indices_host = h.chunk_indices;
+    KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
+    capture_and_replay(dc.stream, replays, [&] { kda::chunk_kda_intra(cuda_backend{dc.stream}, p, d); });
+    dc.down(h.Aqk, d.Aqk);
+    dc.down(h.Akk, d.Akk);
+    KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
 }
 
 }  // namespace kda::testing::probe

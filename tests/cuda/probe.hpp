@@ -6,6 +6,7 @@
 #include <string>
 
 #include <kda/args.hpp>
+#include <kda/intra.hpp>
 
 namespace kda::testing::probe {
 
@@ -25,5 +26,18 @@ void run_in_graph(const inter_solve_problem& p, const inter_solve_args& host_arg
 /// Runs chunk_kda_inter_solve<cuda_backend, p.BT, 16, BK>::run (BK 32 or 64) and copies the
 /// outputs back.
 void run_policy(const inter_solve_problem& p, const inter_solve_args& host_args, int BK);
+
+/// Runs kda::chunk_kda_intra on device copies of `host_args` with the Akkd workspace left out
+/// (or, with `keep_on_host` naming a tensor, with that tensor passed as its host pointer).
+/// Returns kda::error's message, "" if none; the outputs are copied back.
+std::string run_intra(const intra_problem& p, const intra_args& host_args, bool drop_workspace, const std::string& keep_on_host = "");
+
+/// Runs kda::chunk_local_cumsum on device copies, with `keep_on_host` ("g", "A_log", "dt_bias",
+/// "g_out") passed as its host pointer. Returns kda::error's message, "" if none.
+std::string run_cumsum_with_host_tensor(const cumsum_problem& p, const cumsum_args& host_args, const std::string& keep_on_host);
+
+/// Captures kda::chunk_kda_intra (two launches) into a CUDA graph, replays it `replays` times and
+/// copies Aqk and Akk back.
+void run_intra_in_graph(const intra_problem& p, const intra_args& host_args, int replays);
 
 }  // namespace kda::testing::probe

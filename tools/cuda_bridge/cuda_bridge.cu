@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <kda/cuda/inter_solve.cuh>
+#include <kda/cuda/intra.cuh>
 #include <kda/validate.hpp>
 
 namespace kda::bridge {
@@ -104,6 +105,22 @@ bool cuda_device_present() noexcept {
     return n > 0;
 }
 
+namespace {
+/// Runs `launch` between two events on `stream`, then `download`; returns the launch's time in ms.
+template <class Launch, class Download>
+double timed(cudaStream_t stream, Launch&& launch, Download&& download) {
+    event_guard start, stop;
+    KDA_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    launch();
+    KDA_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    download();
+    KDA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    float ms = 0.f;
+    KDA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return static_cast<double>(ms);
+}
+}  // namespace
+
 double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_args& host_args) {
     // Validate the host views first, as the library would validate device views: the index
     // tensors' contents are read from their host copies, which here are the tensors themselves.
@@ -129,16 +146,93 @@ double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_arg
     d.cu_seqlens_host = h.cu_seqlens_host;
     d.chunk_indices_host = h.chunk_indices_host;
 
-    event_guard start, stop;
-    KDA_CUDA_CHECK(cudaEventRecord(start.get(), stream.get()));
-    kda::inter_solve(cuda_backend{stream.get()}, p, d);
-    KDA_CUDA_CHECK(cudaEventRecord(stop.get(), stream.get()));
-    m.download(h.Aqk, d.Aqk);
-    m.download(h.Akk, d.Akk);
-    KDA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    float ms = 0.f;
-    KDA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    return static_cast<double>(ms);
+    return timed(stream.get(), [&] { kda::inter_solve(cuda_backend{stream.get()}, p, d); }, [&] {
+        m.download(h.Aqk, d.Aqk);
+        m.download(h.Akk, d.Akk);
+    });
+}
+
+namespace {
+/// Host views of the index tensors stand in for their host copies (as in cuda_inter_solve_host).
+template <class Args>
+Args with_host_copies(const Args& a) {
+    Args h = a;
+    if (h.cu_seqlens_host.data == nullptr) h.cu_seqlens_host = h.cu_seqlens;
+    if constexpr (requires { h.chunk_indices_host; })
+        if (h.chunk_indices_host.data == nullptr) h.chunk_indices_host = h.chunk_indices;
+    return h;
+}
+
+/// Uploads the tensors every intra-stage call shares.
+template <class Args>
+Args upload_common(mirror& m, const Args& h) {
+    Args d;
+    d.q = m.upload(h.q);
+    d.k = m.upload(h.k);
+    d.g = m.upload(h.g);
+    d.beta = m.upload(h.beta);
+    d.Aqk = m.upload(h.Aqk);
+    d.cu_seqlens = m.upload(h.cu_seqlens);
+    d.chunk_indices = m.upload(h.chunk_indices);
+    d.cu_seqlens_host = h.cu_seqlens_host;
+    d.chunk_indices_host = h.chunk_indices_host;
+    return d;
+}
+}  // namespace
+
+double cuda_intra_host(const intra_problem& p, const intra_args& host_args) {
+    const intra_args h = with_host_copies(host_args);
+    const status st = can_implement(p, h, cuda_backend::caps());
+    if (!st) throw kda::error(st.message);
+    if (p.T == 0) return 0.0;
+    stream_guard stream;
+    mirror m(stream.get());
+    intra_args d = upload_common(m, h);
+    d.Akk = m.upload(h.Akk);
+    std::vector<device_buffer> own;
+    if (h.Akkd.empty_view()) {
+        own.emplace_back(static_cast<std::size_t>(p.B * p.T * p.HV * p.BC) * sizeof(float));
+        d.Akkd = make_mutable_tensor(reinterpret_cast<float*>(own.back().get()), {p.B, p.T, p.HV, p.BC});
+    } else {
+        d.Akkd = m.upload(h.Akkd);
+    }
+    return timed(stream.get(), [&] { kda::chunk_kda_intra(cuda_backend{stream.get()}, p, d); }, [&] {
+        m.download(h.Aqk, d.Aqk);
+        m.download(h.Akk, d.Akk);
+        if (!h.Akkd.empty_view()) m.download(h.Akkd, d.Akkd);
+    });
+}
+
+double cuda_intra_diag_host(const intra_problem& p, const intra_diag_args& host_args) {
+    const intra_diag_args h = with_host_copies(host_args);
+    const status st = can_implement(p, h, cuda_backend::caps());
+    if (!st) throw kda::error(st.message);
+    if (p.T == 0) return 0.0;
+    stream_guard stream;
+    mirror m(stream.get());
+    intra_diag_args d = upload_common(m, h);
+    d.Akkd = m.upload(h.Akkd);
+    return timed(stream.get(), [&] { kda::chunk_kda_intra_diag(cuda_backend{stream.get()}, p, d); }, [&] {
+        m.download(h.Aqk, d.Aqk);
+        m.download(h.Akkd, d.Akkd);
+    });
+}
+
+double cuda_cumsum_host(const cumsum_problem& p, const cumsum_args& host_args) {
+    const cumsum_args h = with_host_copies(host_args);
+    const status st = can_implement(p, h, cuda_backend::caps());
+    if (!st) throw kda::error(st.message);
+    if (p.T == 0) return 0.0;
+    stream_guard stream;
+    mirror m(stream.get());
+    cumsum_args d;
+    d.g = m.upload(h.g);
+    d.A_log = m.upload(h.A_log);
+    d.dt_bias = m.upload(h.dt_bias);
+    d.g_out = m.upload(h.g_out);
+    d.cu_seqlens = m.upload(h.cu_seqlens);
+    d.cu_seqlens_host = h.cu_seqlens_host;
+    return timed(stream.get(), [&] { kda::chunk_local_cumsum(cuda_backend{stream.get()}, p, d); }, [&] { m.download(h.g_out, d.g_out); });
 }
 
 }  // namespace kda::bridge

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <kda/args.hpp>
+#include <kda/intra.hpp>
 
 namespace kda::bridge {
 
@@ -25,5 +26,15 @@ bool cuda_device_present() noexcept;
 /// launch). In varlen mode cu_seqlens / chunk_indices are host tensors too; chunk_indices may be
 /// omitted (the kernel then searches cu_seqlens).
 double cuda_inter_solve_host(const kda::inter_solve_problem& problem, const kda::inter_solve_args& host_args);
+
+/// The same for kda::chunk_kda_intra: when host_args.Akkd is absent, the bridge allocates the
+/// device workspace itself (the library never does); when given, it is copied back too.
+double cuda_intra_host(const kda::intra_problem& problem, const kda::intra_args& host_args);
+
+/// The same for kda::chunk_kda_intra_diag (Aqk and Akkd are copied back).
+double cuda_intra_diag_host(const kda::intra_problem& problem, const kda::intra_diag_args& host_args);
+
+/// The same for kda::chunk_local_cumsum (g_out is copied back).
+double cuda_cumsum_host(const kda::cumsum_problem& problem, const kda::cumsum_args& host_args);
 
 }  // namespace kda::bridge

@@ -47,6 +47,30 @@ void parallel_for(std::int64_t count, int threads, const Body& body) {
     for (int t = 1; t < nt; ++t) pool.emplace_back(worker, t);
     worker(0);
 }
+
+/// The chunk list of a varlen call: the caller's chunk_indices, or, without them, a list built
+/// from cu_seqlens here (the CPU backend may allocate). Empty in dense mode.
+struct chunk_list {
+    std::vector<std::int64_t> built;
+    const void* ci = nullptr;
+    bool ci64 = true;
+    std::int64_t count = 0;
+
+    chunk_list(const inter_solve_args& a, int BT) {
+        if (a.cu_seqlens.data == nullptr) return;
+        if (a.chunk_indices.data != nullptr || a.chunk_indices.rank == 2) {
+            ci = a.chunk_indices.data;
+            ci64 = a.chunk_indices.type == dtype::i64;
+            count = a.chunk_indices.shape[0];
+        } else {
+            built = prepare_chunk_indices(kda::detail::read_indices(a.cu_seqlens), BT);
+            ci = built.data();
+            count = static_cast<std::int64_t>(built.size() / 2);
+        }
+    }
+    chunk_list(const chunk_list&) = delete;  // ci may point into `built`
+    chunk_list& operator=(const chunk_list&) = delete;
+};
 }  // namespace cpu
 
 template <int BT, int BC, int BK>
@@ -61,23 +85,8 @@ struct chunk_kda_inter_solve<cpu_backend, BT, BC, BK> {
     /// Computes on validated arguments (called by the dispatcher).
     template <class X, class Mode>
     static void launch(const cpu_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
-        // Varlen without chunk_indices: build the list here (the CPU backend may allocate).
-        std::vector<std::int64_t> built;
-        const void* ci = nullptr;
-        bool ci64 = true;
-        std::int64_t nchunks = 0;
-        if (a.cu_seqlens.data != nullptr) {
-            if (a.chunk_indices.data != nullptr || a.chunk_indices.rank == 2) {
-                ci = a.chunk_indices.data;
-                ci64 = a.chunk_indices.type == dtype::i64;
-                nchunks = a.chunk_indices.shape[0];
-            } else {
-                built = prepare_chunk_indices(detail::read_indices(a.cu_seqlens), BT);
-                ci = built.data();
-                nchunks = static_cast<std::int64_t>(built.size() / 2);
-            }
-        }
-        const inter_solve_params<X> P = make_params<X>(p, a, ci, ci64, nchunks);
+        const cpu::chunk_list chunks(a, BT);
+        const inter_solve_params<X> P = make_params<X>(p, a, chunks.ci, chunks.ci64, chunks.count);
         using ops_t = cpu::tile_ops<X, config, Mode>;
         const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
         std::vector<cpu::scratch<acc_t<X>>> scratch(static_cast<std::size_t>(nt));

@@ -2,7 +2,7 @@
 //
 // Tiles are fixed-size row-major Eigen matrices: slice = [BC, BK], tile = [BC, BC], in the
 // accumulator type (fp32, or fp64 for fp64 data). Gates 2^x are split into an exact power of two and
-// exp(f ln 2) with |f| <= 1/2 (see exp2_of): evaluating exp(x ln 2) directly in float would cost up
+// exp(f ln 2) with |f| <= 1/2 (exp2.hpp): evaluating exp(x ln 2) directly in float would cost up
 // to |x| 2^-24 relative error, which exceeds the fp32 target when sub-chunks decay by 2^-100 or more
 // (safe gate), and integer x gives exact powers of two, as the exactness tests require.
 #pragma once
@@ -19,6 +19,7 @@
 #include "../tile_config.hpp"
 #include "../varlen.hpp"
 #include "backend.hpp"
+#include "exp2.hpp"
 
 namespace kda::cpu {
 
@@ -201,30 +202,12 @@ private:
         }
     }
 
-    /// 2^x elementwise, accurate to about one unit in the last place of the accumulator type.
-    /// fp32: x = n + f with n = round(x), 2^f = exp(f ln 2) by Eigen's vectorised expf (|f ln 2| <=
-    /// 0.35, so rounding f ln 2 costs < 2^-25 relative), and 2^n applied as two exact power-of-two
-    /// factors, so results in the subnormal range are rounded once. fp64: glibc's exp2.
+    /// 2^x elementwise, accurate to about one unit in the last place of the accumulator type
+    /// (see exp2.hpp).
     template <int R, int C, class Expr>
     static Eigen::Matrix<acc, R, C, Eigen::RowMajor> exp2_of(const Expr& x_expr) {
         using arr = Eigen::Array<acc, R, C, Eigen::RowMajor>;
-        const arr x = x_expr;
-        if constexpr (std::is_same_v<acc, float>) {
-            const arr n = x.round().cwiseMax(-252.0f).cwiseMin(254.0f);
-            const arr e = ((x - n) * std::numbers::ln2_v<float>).exp();
-            Eigen::Matrix<float, R, C, Eigen::RowMajor> out;
-            const float* pn = n.data();
-            const float* pe = e.data();
-            float* po = out.data();
-            for (int i = 0; i < R * C; ++i) {
-                const int ni = pn[i] == pn[i] ? static_cast<int>(pn[i]) : 0;  // NaN propagates through e
-                const int h1 = ni >> 1, h2 = ni - h1;                             // each in [-126, 127]
-                po[i] = pe[i] * std::bit_cast<float>((h1 + 127) << 23) * std::bit_cast<float>((h2 + 127) << 23);
-            }
-            return out;
-        } else {
-            return x.unaryExpr([](double v) { return std::exp2(v); }).matrix();
-        }
+        return exp2_accurate<arr>(x_expr).matrix();
     }
 
     const inter_solve_params<X>& P_;

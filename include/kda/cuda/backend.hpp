@@ -83,24 +83,24 @@ struct cuda_backend {
         check_pointer("chunk_indices", a.chunk_indices, device);
     }
 
-private:
-    static void check_pointer(const char* arg, const tensor_ref& t, int device) {
+    /// Throws kda::error (naming `fn` and `arg`) unless tensor t (if given) is reachable from
+    /// `device`.
+    static void check_pointer(const char* arg, const tensor_ref& t, int device, const char* fn = "kda::inter_solve") {
         if (t.data == nullptr || t.numel() == 0) return;
         cudaPointerAttributes attr{};
         const cudaError_t e = cudaPointerGetAttributes(&attr, t.data);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();  // older runtimes report unknown pointers as an error: clear it
-            KDA_CHECK(false, "kda::inter_solve: argument '" << arg << "': pointer " << t.data
-                                                           << " is not known to CUDA (expected device memory): " << cudaGetErrorString(e));
+            KDA_CHECK(false, fn << ": argument '" << arg << "': pointer " << t.data
+                                << " is not known to CUDA (expected device memory): " << cudaGetErrorString(e));
         }
         KDA_CHECK(attr.type != cudaMemoryTypeUnregistered,
-                  "kda::inter_solve: argument '" << arg << "': pointer " << t.data
-                                                 << " is plain host memory; the cuda backend needs device memory (or managed / mapped pinned memory)");
-        KDA_CHECK(attr.devicePointer != nullptr,
-                  "kda::inter_solve: argument '" << arg << "': pointer " << t.data << " is not accessible from the device");
+                  fn << ": argument '" << arg << "': pointer " << t.data
+                     << " is plain host memory; the cuda backend needs device memory (or managed / mapped pinned memory)");
+        KDA_CHECK(attr.devicePointer != nullptr, fn << ": argument '" << arg << "': pointer " << t.data << " is not accessible from the device");
         KDA_CHECK(attr.type != cudaMemoryTypeDevice || attr.device == device,
-                  "kda::inter_solve: argument '" << arg << "': pointer " << t.data << " lives on device " << attr.device
-                                                 << ", but the current device is " << device);
+                  fn << ": argument '" << arg << "': pointer " << t.data << " lives on device " << attr.device << ", but the current device is "
+                     << device);
     }
 };
 

@@ -9,8 +9,7 @@
 //
 // How these were chosen (regenerate after a kernel change): build one benchmark binary per
 // candidate through the KDA_CUDA_TUNE_* hooks below, e.g.
-//   bash bench/build_device_bins.sh "cur:-Iinclude" "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64" \
-//        "m3:-Iinclude -DKDA_CUDA_TUNE_MINB=3"
+//   bash bench/build_device_bins.sh "cur:-Iinclude" "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64" "m3:-Iinclude -DKDA_CUDA_TUNE_MINB=3"
 // run them side by side on the GPU in one call (STEPS=bench VARIANTS="cur bk64 m3" bash
 // bench/run_device_bench.sh), read TBps per shape, and write the winners here.
 // Check registers and spills with `nvcc -Xptxas -v` (bench/build_device_bins.sh prints them).

@@ -1,5 +1,6 @@
 // kda/io/case.hpp: one inter-solve call described by a safetensors file (a "case"), as the golden
-// files of FLA and the kda-inter-solve command lay it out.
+// files of FLA and the kda-inter-solve command lay it out; or, with case_kind::intra, one call of
+// the whole intra stage (kda::chunk_kda_intra, from q, k, g, beta: no Akkd).
 //
 // Tensors (ALGORITHM.md names; X = q's dtype, Acc = fp32, or fp64 for fp64 data):
 //   q, k [B, T, H, K] X;  g [B, T, HV, K] Acc;  beta [B, T, HV] X or fp32;  Akkd [B, T, HV, BC] Acc;
@@ -15,6 +16,10 @@
 // runs kda::can_implement (CPU capabilities), so a loaded case is a valid call: T == 0 is a valid
 // no-op, as in the library, and K == 0 is refused with the library's message. Every failure is a
 // kda::error that starts "kda::io::inter_solve_case: SOURCE:" and names the tensor or metadata key.
+//
+// case_kind::intra (the intra stage): the same file without Akkd. Akkd and Aqk_diag are ignored
+// when present (neither is read nor checked; Aqk starts at zero), and the loaded case is checked
+// with kda::can_implement of kda::chunk_kda_intra (intra_args(Aqk, Akk) gives its arguments).
 #pragma once
 
 #include <algorithm>
@@ -31,6 +36,7 @@
 #include "../args.hpp"
 #include "../config.hpp"
 #include "../host_tensor.hpp"
+#include "../intra.hpp"
 #include "../types.hpp"
 #include "../validate.hpp"
 #include "../varlen.hpp"
@@ -38,36 +44,50 @@
 
 namespace kda::io {
 
+/// Which call a case file describes.
+enum class case_kind {
+    inter_solve,  // kda::inter_solve: q k g beta Akkd scale [Aqk_diag]
+    intra,        // kda::chunk_kda_intra: q k g beta scale (Akkd and Aqk_diag ignored)
+};
+
 struct inter_solve_case {
     std::string source;  // the file, for messages
     inter_solve_problem problem;
-    host_tensor q, k, g, beta, Akkd;
+    case_kind kind = case_kind::inter_solve;
+    host_tensor q, k, g, beta, Akkd;        // Akkd: undefined for case_kind::intra
     host_tensor cu_seqlens, chunk_indices;  // undefined in dense mode
-    host_tensor Aqk_start;                  // Aqk before the step: Aqk_diag, or zeros
+    host_tensor Aqk_start;                  // Aqk before the step: Aqk_diag, or zeros (always zeros for intra)
     bool built_chunk_indices = false;       // chunk_indices came from cu_seqlens, not the file
 
     /// Reads and validates a case file.
-    static inter_solve_case load(const std::filesystem::path& path) {
+    static inter_solve_case load(const std::filesystem::path& path, case_kind kind = case_kind::inter_solve) {
         const safetensors_file f = safetensors_file::load(path);
-        return from_file(f, detail::printable(path.string()));
+        return from_file(f, detail::printable(path.string()), kind);
     }
 
     /// Validates a parsed file and copies its inputs.
-    static inter_solve_case from_file(const safetensors_file& f, const std::string& source = "<memory>") {
+    static inter_solve_case from_file(const safetensors_file& f, const std::string& source = "<memory>", case_kind kind = case_kind::inter_solve) {
         inter_solve_case c;
         c.source = source;
+        c.kind = kind;
+        const bool intra = kind == case_kind::intra;
         const std::string where = "kda::io::inter_solve_case: " + source + ": ";
         auto fail = [&](const std::string& what) { KDA_CHECK(false, where << what); };
         auto shape_of = [](const host_tensor& t) { return detail::fmt_extents(t.shape()); };
 
         // --- presence and ranks
-        for (const char* nm : {"q", "k", "g", "beta", "Akkd", "scale"})
-            if (!f.contains(nm)) fail(std::string("tensor '") + nm + "' is missing (a case needs q, k, g, beta, Akkd and scale)");
+        if (intra) {
+            for (const char* nm : {"q", "k", "g", "beta", "scale"})
+                if (!f.contains(nm)) fail(std::string("tensor '") + nm + "' is missing (an intra-stage case needs q, k, g, beta and scale)");
+        } else {
+            for (const char* nm : {"q", "k", "g", "beta", "Akkd", "scale"})
+                if (!f.contains(nm)) fail(std::string("tensor '") + nm + "' is missing (a case needs q, k, g, beta, Akkd and scale)");
+        }
         const host_tensor& q = f.at("q");
         const host_tensor& k = f.at("k");
         const host_tensor& g = f.at("g");
         const host_tensor& beta = f.at("beta");
-        const host_tensor& Akkd = f.at("Akkd");
+        const host_tensor* Akkd = intra ? nullptr : &f.at("Akkd");
         const host_tensor& scale = f.at("scale");
         auto need_rank = [&](const host_tensor& t, const char* nm, int r, const char* axes) {
             if (t.rank() != r) fail(std::string("tensor '") + nm + "': expected rank " + std::to_string(r) + " " + axes + ", got " + shape_of(t));
@@ -76,7 +96,7 @@ struct inter_solve_case {
         need_rank(k, "k", 4, "[B, T, H, K]");
         need_rank(g, "g", 4, "[B, T, HV, K]");
         need_rank(beta, "beta", 3, "[B, T, HV]");
-        need_rank(Akkd, "Akkd", 4, "[B, T, HV, BC]");
+        if (Akkd) need_rank(*Akkd, "Akkd", 4, "[B, T, HV, BC]");
 
         // --- sizes: B, T, H, K from q, HV from g; every other tensor must agree
         inter_solve_problem& p = c.problem;
@@ -91,8 +111,8 @@ struct inter_solve_case {
                  std::to_string(p.T) + ", HV, " + std::to_string(p.K) + "]");
         if (beta.shape() != std::vector<std::int64_t>{p.B, p.T, p.HV})
             fail("tensor 'beta' has shape " + shape_of(beta) + " but q and g say [B, T, HV] = " + detail::fmt_extents({p.B, p.T, p.HV}));
-        if (Akkd.shape()[0] != p.B || Akkd.shape()[1] != p.T || Akkd.shape()[2] != p.HV)
-            fail("tensor 'Akkd' has shape " + shape_of(Akkd) + " but q and g say [B, T, HV, BC] = [" + std::to_string(p.B) + ", " +
+        if (Akkd && (Akkd->shape()[0] != p.B || Akkd->shape()[1] != p.T || Akkd->shape()[2] != p.HV))
+            fail("tensor 'Akkd' has shape " + shape_of(*Akkd) + " but q and g say [B, T, HV, BC] = [" + std::to_string(p.B) + ", " +
                  std::to_string(p.T) + ", " + std::to_string(p.HV) + ", BC]");
 
         // --- metadata
@@ -118,8 +138,8 @@ struct inter_solve_case {
                     fail(std::string("metadata '") + key + "' = " + std::to_string(said) + " disagrees with the tensors (" + key + " = " +
                          std::to_string(have) + " from " + (std::string(key) == "HV" ? "g " + shape_of(g) : "q " + shape_of(q)) + ")");
             }
-        if (Akkd.shape()[3] != p.BC)
-            fail("tensor 'Akkd' has " + std::to_string(Akkd.shape()[3]) + " columns but BC = " + std::to_string(p.BC) +
+        if (Akkd && Akkd->shape()[3] != p.BC)
+            fail("tensor 'Akkd' has " + std::to_string(Akkd->shape()[3]) + " columns but BC = " + std::to_string(p.BC) +
                  (f.meta("BC") ? " (metadata)" : " (default; no BC metadata)"));
         if (const auto dt = f.meta("dtype")) {
             const auto said = dtype_from_name(*dt);
@@ -140,7 +160,7 @@ struct inter_solve_case {
 
         // --- optional tensors
         const extents_t out_shape{p.B, p.T, p.HV, p.BT};
-        if (const host_tensor* d = f.find("Aqk_diag")) {
+        if (const host_tensor* d = intra ? nullptr : f.find("Aqk_diag")) {
             if (d->rank() != 4 || d->shape()[0] != p.B || d->shape()[1] != p.T || d->shape()[2] != p.HV)
                 fail("tensor 'Aqk_diag' has shape " + shape_of(*d) + ", expected [B, T, HV, BT] = " + detail::fmt_extents({p.B, p.T, p.HV, p.BT}));
             if (d->shape()[3] != p.BT)
@@ -157,13 +177,13 @@ struct inter_solve_case {
         c.k = k.clone();
         c.g = g.clone();
         c.beta = beta.clone();
-        c.Akkd = Akkd.clone();
+        if (Akkd) c.Akkd = Akkd->clone();
         if (const host_tensor* cu = f.find("cu_seqlens")) c.cu_seqlens = cu->clone();
         if (const host_tensor* ci = f.find("chunk_indices")) c.chunk_indices = ci->clone();
 
         // --- the library's own checks (sizes, dtypes, HV % H, K range, cu_seqlens contents, ...)
         host_tensor Aqk = c.Aqk_start.clone(), Akk = c.initial_akk();
-        const status st = can_implement(p, c.args(Aqk, Akk));
+        const status st = intra ? can_implement(p, c.intra_args(Aqk, Akk)) : can_implement(p, c.args(Aqk, Akk));
         if (!st) fail(st.message);
         if (c.cu_seqlens.defined() && !c.chunk_indices.defined() && p.T > 0) {
             const auto ci = prepare_chunk_indices(kda::detail::read_indices(c.cu_seqlens.ref()), p.BT);
@@ -187,6 +207,23 @@ struct inter_solve_case {
         a.g = g.ref();
         a.beta = beta.ref();
         a.Akkd = Akkd.ref();
+        a.Aqk = Aqk.mref();
+        a.Akk = Akk.mref();
+        a.cu_seqlens = cu_seqlens.ref();
+        a.chunk_indices = chunk_indices.ref();
+        a.cu_seqlens_host = a.cu_seqlens;
+        a.chunk_indices_host = a.chunk_indices;
+        return a;
+    }
+
+    /// The chunk_kda_intra bundle over this case's inputs and the given outputs (host memory; no
+    /// Akkd workspace: the CPU allocates one per call, the CUDA bridge its own).
+    [[nodiscard]] kda::intra_args intra_args(host_tensor& Aqk, host_tensor& Akk) const {
+        kda::intra_args a;
+        a.q = q.ref();
+        a.k = k.ref();
+        a.g = g.ref();
+        a.beta = beta.ref();
         a.Aqk = Aqk.mref();
         a.Akk = Akk.mref();
         a.cu_seqlens = cu_seqlens.ref();

@@ -1,0 +1,342 @@
+// kda/cpu/intra.hpp: the intra stage (kda/intra.hpp) for kda::cpu_backend.
+//
+//   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_diag   the diagonal-block producer
+//   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_intra  producer into Akkd (the caller's
+//       workspace, or one allocated per call), then the inter-solve step of
+//       chunk_kda_inter_solve<cpu_backend, BT, BC, default_bk(K)> on it
+//   chunk_local_cumsum_impl<cpu_backend>::run                  the gate cumsum
+//
+// Work items are (chunk, value head) pairs on cpu::parallel_for, as in cpu/inter_solve.hpp; each
+// stages its chunk's q, k and g rows once in the accumulator type (fp32, or fp64 for fp64 data),
+// K padded with zeros to whole slices of `slice_k` columns, and computes one sub-chunk at a time.
+//
+// The producer's two flavours (the contract is at the top of kda/intra.hpp):
+//   not safe gate  every entry term by term: sum_k x_i[k] k_j[k] 2^(g_i[k] - g_j[k]) with one
+//                  2^x per term (exponents <= 0 for decaying gates, so nothing overflows whatever
+//                  the decay, and 2^x is cpu::exp2_accurate: about one ulp, no |x| 2^-24 loss).
+//   safe gate      one factorisation per sub-chunk around its midpoint row r = min(BC / 2, n_s - 1):
+//                  (x_i 2^(g_i - g_r)) . (k_j 2^(g_r - g_j)), a 16 x 16 product per K slice, while
+//                  every |g_i - g_r| <= 64 (960 in fp64: the factors stay in range; FLA's lower-
+//                  bounded gate always meets it); past that, term by term as above. Then
+//                  (I + L_ss)^-1 by forward substitution in the accumulator type.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "../intra.hpp"
+#include "../params.hpp"
+#include "../tile_config.hpp"
+#include "../varlen.hpp"
+#include "backend.hpp"
+#include "exp2.hpp"
+#include "inter_solve.hpp"
+#include "tile_ops.hpp"
+
+namespace kda {
+
+namespace cpu {
+
+/// The producer for one compile-time chunk size and flavour; one object per work item.
+template <class X, int BT, int BC, bool SafeGate>
+class intra_diag_item {
+public:
+    using acc = acc_t<X>;
+    static constexpr int slice_k = 32;  // K columns per gate evaluation (fixed-size Eigen rows)
+    using tile = Eigen::Matrix<acc, BC, BC, Eigen::RowMajor>;
+    using slice = Eigen::Array<acc, BC, slice_k, Eigen::RowMajor>;
+    using row = Eigen::Array<acc, 1, slice_k>;
+
+    /// Row stride of the staging buffers: K rounded up to whole slices.
+    static std::int64_t padded_k(std::int64_t K) { return (K + slice_k - 1) / slice_k * slice_k; }
+
+    intra_diag_item(const inter_solve_params<X>& P, acc* Akkd, const axis_strides& Akkd_s, const chunk_coords& c, std::int64_t hv,
+                    scratch<acc>& buf)
+        : P_(P), Akkd_(Akkd), Akkd_s_(Akkd_s), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(padded_k(P.K)), buf_(buf) {
+        for (std::int64_t r = 0; r < c_.n; ++r) {
+            const std::int64_t t = token(r);
+            stage_row(P_.q + P_.q_s.at(c_.b, t, h_), buf_.q.data() + r * kp_);
+            stage_row(P_.k + P_.k_s.at(c_.b, t, h_), buf_.k.data() + r * kp_);
+            stage_row(P_.g + P_.g_s.at(c_.b, t, hv_), buf_.g.data() + r * kp_);
+        }
+    }
+
+    /// Every sub-chunk of the chunk: Aqk's diagonal blocks and the Akkd rows.
+    void run() const {
+        for (std::int64_t s0 = 0; s0 < c_.n; s0 += BC) {
+            const int ns = static_cast<int>(std::min<std::int64_t>(BC, c_.n - s0));
+            tile S = tile::Zero(), L = tile::Zero();  // S: lower incl. the diagonal, unscaled; L: strictly lower
+            if (SafeGate && factorisable(s0, ns))
+                factorised(s0, ns, S, L);
+            else
+                term_by_term(s0, ns, S, L);
+            for (int i = 0; i < ns; ++i) L.row(i) *= beta(token(s0 + i));
+            if constexpr (SafeGate) invert_unit_lower(L);  // L now holds (I + L_ss)^-1
+            store(s0, ns, S, L);
+        }
+    }
+
+private:
+    [[nodiscard]] std::int64_t token(std::int64_t r) const { return c_.bos + c_.t0 + r; }
+    [[nodiscard]] const acc* staged(const std::vector<acc>& v, std::int64_t r, std::int64_t k0) const { return v.data() + r * kp_ + k0; }
+    static Eigen::Map<const row> map_row(const acc* p) { return Eigen::Map<const row>(p); }
+
+    /// S[i, j] = q_i . (k_j 2^(g_i - g_j)) and L[i, j] = k_i . (k_j 2^(g_i - g_j)), one 2^x per term.
+    void term_by_term(std::int64_t s0, int ns, tile& S, tile& L) const {
+        for (int i = 0; i < ns; ++i)
+            for (std::int64_t k0 = 0; k0 < kp_; k0 += slice_k) {
+                const row gi = map_row(staged(buf_.g, s0 + i, k0));
+                const row qi = map_row(staged(buf_.q, s0 + i, k0));
+                const row ki = map_row(staged(buf_.k, s0 + i, k0));
+                for (int j = 0; j <= i; ++j) {
+                    const row gij = gi - map_row(staged(buf_.g, s0 + j, k0));
+                    const row w = map_row(staged(buf_.k, s0 + j, k0)) * exp2_accurate<row>(gij);
+                    S(i, j) += (qi * w).sum();
+                    if (j < i) L(i, j) += (ki * w).sum();
+                }
+            }
+    }
+
+    /// The largest |g_i - g_r| (log2) for which the factorised path runs: its factors stay within
+    /// 2^+-64 (fp32) or 2^+-960 (fp64). The CUDA producer uses the same bound for fp32.
+    static constexpr acc factor_bound = std::is_same_v<acc, double> ? acc(960) : acc(64);
+
+    /// Whether every |g_i - g_r| of the sub-chunk (valid rows, every column) is within
+    /// factor_bound; past it the safe flavour also goes term by term (exact for any decay).
+    [[nodiscard]] bool factorisable(std::int64_t s0, int ns) const {
+        const int r = std::min(BC / 2, ns - 1);
+        const acc* gr = staged(buf_.g, s0 + r, 0);
+        for (int i = 0; i < ns; ++i) {
+            const acc* gi = staged(buf_.g, s0 + i, 0);
+            for (std::int64_t k = 0; k < P_.K; ++k)
+                if (!(std::abs(gi[k] - gr[k]) <= factor_bound)) return false;
+        }
+        return true;
+    }
+
+    /// The same from one factorisation per K slice around the midpoint row r.
+    void factorised(std::int64_t s0, int ns, tile& S, tile& L) const {
+        const int r = std::min(BC / 2, ns - 1);
+        for (std::int64_t k0 = 0; k0 < kp_; k0 += slice_k) {
+            const row gr = map_row(staged(buf_.g, s0 + r, k0));
+            slice qf = slice::Zero(), kf = slice::Zero(), kd = slice::Zero();  // rows >= ns stay 0
+            for (int i = 0; i < ns; ++i) {
+                const row gi = map_row(staged(buf_.g, s0 + i, k0));
+                const row up = exp2_accurate<row>(gi - gr);    // 2^(g_i - g_r)
+                const row down = exp2_accurate<row>(gr - gi);  // 2^(g_r - g_i)
+                const row ki = map_row(staged(buf_.k, s0 + i, k0));
+                qf.row(i) = map_row(staged(buf_.q, s0 + i, k0)) * up;
+                kf.row(i) = ki * up;
+                kd.row(i) = ki * down;
+            }
+            S.noalias() += qf.matrix() * kd.matrix().transpose();
+            L.noalias() += kf.matrix() * kd.matrix().transpose();
+        }
+        S = S.template triangularView<Eigen::Lower>();
+        L = L.template triangularView<Eigen::StrictlyLower>();
+    }
+
+    /// Forward substitution: with Y = (I + L)^-1 - I, row r of Y is -L[r] - L[r, :r] Y[:r]. Rows
+    /// past the sub-chunk hold L = 0 and come out as identity rows.
+    static void invert_unit_lower(tile& a) {
+        tile y = tile::Zero();
+        for (int r = 1; r < BC; ++r) y.row(r) = -(a.row(r) + a.row(r) * y);  // y rows >= r are still 0
+        a = tile::Identity();
+        a.template triangularView<Eigen::StrictlyLower>() = y;
+    }
+
+    /// Aqk[t_i, s0 + j] for j < ns (scale S on and below the diagonal, 0 above); Akkd[t_i, 0 .. BC).
+    void store(std::int64_t s0, int ns, const tile& S, const tile& D) const {
+        for (int i = 0; i < ns; ++i) {
+            const std::int64_t t = token(s0 + i);
+            X* aqk = P_.Aqk + P_.Aqk_s.at(c_.b, t, hv_) + s0;
+            for (int j = 0; j < ns; ++j) aqk[j] = from_acc<X>(j <= i ? S(i, j) * P_.scale : acc(0));
+            acc* akkd = Akkd_ + Akkd_s_.at(c_.b, t, hv_);
+            for (int j = 0; j < BC; ++j) akkd[j] = D(i, j);
+        }
+    }
+
+    acc beta(std::int64_t t) const {
+        const std::int64_t off = P_.beta_s.at(c_.b, t, hv_);
+        if (P_.beta_is_fp32) return static_cast<acc>(static_cast<const float*>(P_.beta)[off]);
+        return to_acc<acc>(static_cast<const X*>(P_.beta)[off]);
+    }
+
+    template <class T>
+    void stage_row(const T* src, acc* dst) const {
+        for (std::int64_t j = 0; j < P_.K; ++j) {
+            if constexpr (std::is_same_v<T, acc>)
+                dst[j] = src[j];
+            else
+                dst[j] = to_acc<acc>(src[j]);
+        }
+        std::fill(dst + P_.K, dst + kp_, acc(0));
+    }
+
+    const inter_solve_params<X>& P_;
+    acc* Akkd_;
+    axis_strides Akkd_s_;
+    chunk_coords c_;
+    std::int64_t hv_, h_, kp_;
+    scratch<acc>& buf_;
+};
+
+/// Runs the producer over every (chunk, value head) item of a validated call.
+template <class X, int BT, int BC, bool SafeGate>
+void run_intra_diag(const cpu_backend& be, const intra_problem& p, const intra_diag_args& a) {
+    using item_t = intra_diag_item<X, BT, BC, SafeGate>;
+    using acc = acc_t<X>;
+    const inter_solve_args ia = kda::detail::as_inter_solve(a);
+    const chunk_list chunks(ia, BT);
+    const inter_solve_params<X> P = make_params<X>(p, ia, chunks.ci, chunks.ci64, chunks.count);
+    acc* akkd = static_cast<acc*>(a.Akkd.data);
+    const axis_strides akkd_s = kda::detail::strides3(a.Akkd);
+    const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
+    std::vector<scratch<acc>> buf(static_cast<std::size_t>(nt));
+    for (auto& s : buf) s.reserve(static_cast<std::size_t>(BT * item_t::padded_k(p.K)));
+    parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
+        const item_t it(P, akkd, akkd_s, P.chunks(item / P.HV), item % P.HV, buf[static_cast<std::size_t>(worker)]);
+        it.run();
+    });
+}
+
+}  // namespace cpu
+
+template <int BT, int BC>
+struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
+    /// The diagonal-block producer on validated arguments.
+    template <class X, class Mode>
+    static void launch_diag(const cpu_backend& be, const intra_problem& p, const intra_diag_args& a) {
+        cpu::run_intra_diag<X, BT, BC, Mode::safe_gate>(be, p, a);
+    }
+
+    /// The whole stage on validated arguments: the producer into Akkd (the caller's, or a
+    /// per-call buffer in the accumulator type), then the inter-solve step on it.
+    template <class X, class Mode>
+    static void launch_intra(const cpu_backend& be, const intra_problem& p, const intra_args& a) {
+        using acc = acc_t<X>;
+        std::vector<acc> workspace;
+        mutable_tensor_ref akkd = a.Akkd;
+        if (akkd.empty_view()) {
+            workspace.resize(static_cast<std::size_t>(p.B * p.T * p.HV * BC));
+            akkd = make_mutable_tensor(workspace.data(), {p.B, p.T, p.HV, BC});
+        }
+        cpu::run_intra_diag<X, BT, BC, Mode::safe_gate>(be, p, detail::diag_part(a, akkd));
+        inter_solve_args ia = detail::as_inter_solve(a);
+        ia.Akkd = as_const(akkd);
+        // the CPU computes every precision alike: one inter-solve instantiation per flavour
+        using solve_mode = variant<Mode::safe_gate, cpu_backend::effective_precision(Mode::solve_precision)>;
+        detail::dispatch_bk(default_bk(p.K), [&]<int BK>() {
+            chunk_kda_inter_solve<cpu_backend, BT, BC, BK>::template launch<X, solve_mode>(be, p, ia);
+        });
+    }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The gate cumsum.
+
+namespace cpu {
+
+/// One (sequence chunk, value head) item: rows [t0, t0 + n) of batch row b.
+struct cumsum_segment {
+    std::int64_t b = 0, t0 = 0, n = 0;
+};
+
+/// Chunk-local sums of the activated gates, for g of storage type X. Sums run in acc_t<X> (fp32
+/// for bf16 / fp16 / fp32 input, fp64 for fp64) with Neumaier's compensation, so a chunk of BT
+/// terms costs about one rounding instead of BT; the activations use Eigen's vectorised exp /
+/// log1p over K.
+template <class X>
+void run_cumsum(const cpu_backend& be, const cumsum_problem& p, const cumsum_args& a) {
+    using acc = acc_t<X>;
+    using vec = Eigen::Array<acc, Eigen::Dynamic, 1>;
+    std::vector<cumsum_segment> segs;
+    if (a.cu_seqlens.data != nullptr) {
+        const auto cu = kda::detail::read_indices(a.cu_seqlens);
+        for (std::size_t n = 0; n + 1 < cu.size(); ++n)
+            for (std::int64_t t0 = cu[n]; t0 < cu[n + 1]; t0 += p.BT) segs.push_back({0, t0, std::min<std::int64_t>(p.BT, cu[n + 1] - t0)});
+    } else {
+        for (std::int64_t b = 0; b < p.B; ++b)
+            for (std::int64_t t0 = 0; t0 < p.T; t0 += p.BT) segs.push_back({b, t0, std::min<std::int64_t>(p.BT, p.T - t0)});
+    }
+    const auto* g = static_cast<const X*>(a.g.data);
+    auto* out = static_cast<acc*>(a.g_out.data);
+    const axis_strides gs = kda::detail::strides3(a.g), os = kda::detail::strides3(a.g_out);
+    const bool act = p.activation != gate_activation::none;
+    const auto* A_log = act && !a.A_log.empty_view() ? static_cast<const acc*>(a.A_log.data) : nullptr;
+    const auto* dt_bias = act && !a.dt_bias.empty_view() ? static_cast<const acc*>(a.dt_bias.data) : nullptr;
+    const std::int64_t K = p.K, HV = p.HV, items = static_cast<std::int64_t>(segs.size()) * HV;
+    const acc scale = static_cast<acc>(p.scale), lower = static_cast<acc>(p.lower_bound);
+    const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, items)));
+    struct work {
+        vec x, bias, s, c, d, t;
+    };
+    std::vector<work> buf(static_cast<std::size_t>(nt));
+    for (auto& w : buf)
+        for (vec* v : {&w.x, &w.bias, &w.s, &w.c, &w.d, &w.t}) v->resize(K);
+    parallel_for(items, nt, [&](std::int64_t item, int worker) {
+        const cumsum_segment sg = segs[static_cast<std::size_t>(item / HV)];
+        const std::int64_t hv = item % HV;
+        work& w = buf[static_cast<std::size_t>(worker)];
+        // exp(A_log[hv]) (1 without A_log), and the bias row
+        const acc rate = A_log != nullptr ? std::exp(A_log[hv * a.A_log.stride[0]]) : acc(1);
+        for (std::int64_t k = 0; k < K; ++k) w.bias[k] = dt_bias != nullptr ? dt_bias[(hv * K + k) * a.dt_bias.stride[0]] : acc(0);
+        w.s.setZero();
+        w.c.setZero();
+        for (std::int64_t r = 0; r < sg.n; ++r) {
+            const std::int64_t t = sg.t0 + r;
+            const X* src = g + gs.at(sg.b, t, hv);
+            for (std::int64_t k = 0; k < K; ++k) {
+                if constexpr (std::is_same_v<X, acc>)
+                    w.x[k] = src[k];
+                else
+                    w.x[k] = to_acc<acc>(src[k]);
+            }
+            switch (p.activation) {
+                case gate_activation::none: w.d = w.x; break;
+                case gate_activation::kda:
+                    // -exp(A_log) softplus(x + bias), softplus(x) = x above 20 (as FLA)
+                    w.x += w.bias;
+                    w.t = w.x.exp().log1p();  // vectorised; Eigen's select is not, so it only picks
+                    w.d = -rate * (w.x > acc(20)).select(w.x, w.t);
+                    break;
+                case gate_activation::kda_lower_bound:
+                    // lower_bound sigmoid(z), z = exp(A_log) (x + bias); e^-|z| never overflows, so
+                    // sigmoid(z) = e^z / (1 + e^z) keeps its relative accuracy for z << 0
+                    w.x = rate * (w.x + w.bias);
+                    w.t = (-w.x.abs()).exp();
+                    w.d = lower * (w.x >= acc(0)).select(acc(1) / (acc(1) + w.t), w.t / (acc(1) + w.t));
+                    break;
+            }
+            // Neumaier: s + c carries the running sum to about one rounding
+            w.t = w.s + w.d;
+            w.c += (w.s.abs() >= w.d.abs()).select((w.s - w.t) + w.d, (w.d - w.t) + w.s);
+            w.s = w.t;
+            acc* dst = out + os.at(sg.b, t, hv);
+            for (std::int64_t k = 0; k < K; ++k) dst[k] = (w.s[k] + w.c[k]) * scale;
+        }
+    });
+}
+
+}  // namespace cpu
+
+template <>
+struct chunk_local_cumsum_impl<cpu_backend> {
+    /// Computes on validated arguments (T > 0).
+    static void run(const cpu_backend& be, const cumsum_problem& p, const cumsum_args& a) {
+        KDA_CHECK(be.threads >= 0, "kda::chunk_local_cumsum: argument 'threads': expected >= 0 (0 = all hardware threads), got " << be.threads);
+        switch (a.g.type) {
+            case dtype::bf16: cpu::run_cumsum<bf16_t>(be, p, a); return;
+            case dtype::fp16: cpu::run_cumsum<fp16_t>(be, p, a); return;
+            case dtype::fp32: cpu::run_cumsum<float>(be, p, a); return;
+            case dtype::fp64: cpu::run_cumsum<double>(be, p, a); return;
+            default: KDA_CHECK(false, "kda::chunk_local_cumsum: argument 'g': dtype " << name(a.g.type) << " is not supported by the cpu backend");
+        }
+    }
+};
+
+}  // namespace kda

@@ -1,0 +1,354 @@
+// tests/cuda/test_intra.cpp: the intra stage (kda/intra.hpp) on the CUDA backend.
+//   [intra][grid]    chunk_kda_intra against the float64 reference (whole causal Aqk and
+//                    (I + L)^-1), both flavours, both precisions, dtypes, BT, K tails, GVA, varlen
+//                    with and without chunk_indices; entries outside the stage's part unchanged
+//   [intra][diag]    chunk_kda_intra_diag: Aqk's diagonal blocks against float64, Akkd against the
+//                    float64 Akkd (reference::make_akkd), and against the CPU backend
+//   [intra][decay]   strong decay (per-token log-decay down to -5 nats): both flavours finite and
+//                    within tolerance
+//   [intra][cumsum]  chunk_local_cumsum, all activations, dense and varlen, against float64
+//   [intra][graph]   the two launches captured into a CUDA graph give the same bits
+//   [intra][bad-input] missing workspace, host memory: refused, naming the argument
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bridge.hpp>
+#include <kda/intra.hpp>
+#include <kda/kda.hpp>
+#include <kda/reference.hpp>
+
+#include "cuda/probe.hpp"
+#include "cuda/runners.hpp"
+#include "support/catch.hpp"
+#include "support/metrics.hpp"
+
+namespace {
+
+using kda::dtype;
+using kda::host_tensor;
+using kda::precision;
+
+struct intra_setup {
+    kda::intra_problem p;
+    dtype X = dtype::bf16;
+    std::vector<std::int64_t> seqlens;
+    bool with_ci = true;
+    std::uint64_t seed = 1;
+    double lower_bound = -5.0;
+
+    [[nodiscard]] kda::reference::inputs make() const {
+        kda::reference::generator_options opt;
+        opt.seed = seed;
+        opt.seqlens = seqlens;
+        opt.with_chunk_indices = with_ci;
+        opt.lower_bound = lower_bound;
+        return kda::reference::make_inputs(p, X, opt);
+    }
+    [[nodiscard]] std::string describe() const {
+        std::ostringstream os;
+        os << name(X) << " B" << p.B << " T" << p.T << " H" << p.H << " HV" << p.HV << " K" << p.K << " BT" << p.BT
+           << (p.safe_gate ? " safe" : " notsafe") << " " << name(p.solve_precision);
+        if (!seqlens.empty()) os << " varlen(" << seqlens.size() << ")" << (with_ci ? "" : " no-chunk_indices");
+        os << " seed " << seed;
+        return os.str();
+    }
+};
+
+kda::intra_problem make_problem(std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t HV, std::int64_t K, int BT, bool safe, precision prec) {
+    kda::intra_problem p;
+    p.B = B;
+    p.T = T;
+    p.H = H;
+    p.HV = HV;
+    p.K = K;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(K));
+    p.BT = BT;
+    p.safe_gate = safe;
+    p.solve_precision = prec;
+    return p;
+}
+
+/// chunk_kda_intra's arguments over generated inputs.
+kda::intra_args intra_args_of(const kda::reference::inputs& in, host_tensor& Aqk, host_tensor& Akk, host_tensor* Akkd) {
+    kda::intra_args a;
+    a.q = in.q.ref();
+    a.k = in.k.ref();
+    a.g = in.g.ref();
+    a.beta = in.beta.ref();
+    a.Aqk = Aqk.mref();
+    a.Akk = Akk.mref();
+    if (Akkd != nullptr) a.Akkd = Akkd->mref();
+    a.cu_seqlens = in.cu_seqlens.ref();
+    a.chunk_indices = in.chunk_indices.ref();
+    return a;
+}
+
+/// The tolerance of a precision mode (runners.hpp): fp32 at the floor, tf32 FLA's products.
+double tolerance(dtype X, precision prec, double floor) {
+    return prec == precision::fp32 ? kda::testing::full_precision_tolerance(X, floor) : kda::testing::tf32_tolerance(floor);
+}
+
+std::vector<intra_setup> spread() {
+    std::vector<intra_setup> out;
+    std::uint64_t seed = 900;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
+        for (int BT : {32, 64})
+            for (bool safe : {false, true})
+                for (precision prec : {precision::fp32, precision::tf32}) {
+                    for (std::int64_t K : {16, 80, 128}) {
+                        intra_setup s;
+                        s.p = make_problem(2, 2 * BT + 21, 2, 4, K, BT, safe, prec);
+                        s.X = X;
+                        s.seed = ++seed;
+                        out.push_back(s);
+                    }
+                    intra_setup v;
+                    v.p = make_problem(1, 0, 1, 2, 64, BT, safe, prec);
+                    v.X = X;
+                    v.seqlens = {5, 70, 0, 33, 16, 129};
+                    v.with_ci = (seed % 2) == 0;
+                    v.seed = ++seed;
+                    out.push_back(v);
+                }
+    return out;
+}
+
+/// Mask of the diagonal-block entries of Aqk that chunk_kda_intra_diag writes.
+std::vector<std::uint8_t> diag_mask(const kda::reference::result& ref) {
+    std::vector<std::uint8_t> m(ref.aqk_written.size(), 0);
+    for (std::int64_t b = 0; b < ref.B; ++b)
+        for (std::int64_t t = 0; t < ref.T; ++t) {
+            const int i = ref.chunk_pos[static_cast<std::size_t>(b * ref.T + t)];
+            if (i < 0) continue;
+            for (std::int64_t hv = 0; hv < ref.HV; ++hv)
+                for (std::int64_t j = 0; j < ref.BT; ++j) {
+                    const std::int64_t idx = ref.index(b, t, hv, j);
+                    m[static_cast<std::size_t>(idx)] = ref.aqk_written[static_cast<std::size_t>(idx)] && j / 16 == i / 16;
+                }
+        }
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: chunk_kda_intra against float64", "[cuda][intra][grid]") {
+    double worst[2] = {0, 0};
+    for (const intra_setup& s : spread()) {
+        INFO(s.describe());
+        const auto in = s.make();
+        host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
+        const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
+        host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+        const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+        const kda::reference::result ref = kda::reference::intra(in.problem, a);
+        kda::bridge::cuda_intra_host(in.problem, a);
+        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
+        INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor << ", untouched changed "
+                        << c.untouched_changed << " first " << c.first_untouched);
+        CHECK(c.aqk.count > 0);
+        CHECK(c.untouched_changed == 0);
+        CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
+        CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
+        if (s.p.solve_precision == precision::fp32 && s.X != dtype::fp32) {
+            worst[0] = std::max(worst[0], c.aqk.ratio());
+            worst[1] = std::max(worst[1], c.akk.ratio());
+        }
+    }
+    std::printf("cuda intra grid (fp32 mode, bf16/fp16): worst Aqk %.4fx floor, Akk %.4fx floor\n", worst[0], worst[1]);
+}
+
+TEST_CASE("cuda: chunk_kda_intra_diag against float64 and the CPU backend", "[cuda][intra][diag]") {
+    std::uint64_t seed = 1200;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
+        for (bool safe : {false, true})
+            for (int BT : {32, 64}) {
+                intra_setup s;
+                s.p = make_problem(1, 0, 2, 4, 80, BT, safe, precision::fp32);
+                s.X = X;
+                s.seqlens = {3, 64, 17, 0, 100};
+                s.seed = ++seed;
+                INFO(s.describe());
+                const auto in = s.make();
+                // float64: Aqk's diagonal blocks from the whole-stage reference, Akkd from make_akkd
+                host_tensor o1 = in.make_output(0.0), o2 = in.make_output(0.0);
+                const kda::reference::result ref = kda::reference::intra(in.problem, intra_args_of(in, o1, o2, nullptr));
+                const std::vector<std::uint8_t> mask = diag_mask(ref);
+                kda::reference::result ref_diag = ref;
+                ref_diag.aqk_written = mask;
+                ref_diag.akk_written.assign(mask.size(), 0);
+
+                host_tensor Aqk = in.make_output(7.0), dummy = in.make_output(7.0);
+                const host_tensor Aqk0 = Aqk.clone();
+                host_tensor Akkd(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+                kda::intra_diag_args d;
+                d.q = in.q.ref(), d.k = in.k.ref(), d.g = in.g.ref(), d.beta = in.beta.ref();
+                d.Aqk = Aqk.mref();
+                d.Akkd = Akkd.mref();
+                d.cu_seqlens = in.cu_seqlens.ref(), d.chunk_indices = in.chunk_indices.ref();
+                kda::bridge::cuda_intra_diag_host(in.problem, d);
+                const auto c = kda::testing::compare(ref_diag, Aqk, dummy, Aqk0, dummy);
+                INFO("diag Aqk err " << c.aqk.err << " floor " << c.aqk.floor << "; untouched changed " << c.untouched_changed << " " << c.first_untouched);
+                CHECK(c.aqk.count > 0);
+                CHECK(c.untouched_changed == 0);
+                CHECK(c.aqk.err <= kda::testing::full_precision_tolerance(X, c.aqk.floor));
+
+                // Akkd: every entry of every valid row, against the float64 evaluation (rounded to fp32)
+                kda::inter_solve_args ia = in.args(o1, o2);
+                const host_tensor akkd_ref = kda::reference::make_akkd(in.problem, ia);
+                std::vector<std::uint8_t> rows(static_cast<std::size_t>(Akkd.numel()), 0);
+                for (std::int64_t t = 0; t < in.problem.T; ++t)
+                    if (ref.chunk_pos[static_cast<std::size_t>(t)] >= 0)
+                        for (std::int64_t e = 0; e < in.problem.HV * 16; ++e) rows[static_cast<std::size_t>(t * in.problem.HV * 16 + e)] = 1;
+                const double akkd_err = kda::testing::rel_rms(Akkd, akkd_ref, rows);
+                INFO("Akkd rel err " << akkd_err);
+                CHECK(akkd_err <= 2e-6);
+
+                // the CPU backend's producer on the same inputs
+                host_tensor Aqk_cpu = in.make_output(7.0);
+                host_tensor Akkd_cpu(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+                kda::intra_diag_args dc = d;
+                dc.Aqk = Aqk_cpu.mref();
+                dc.Akkd = Akkd_cpu.mref();
+                kda::chunk_kda_intra_diag(kda::cpu_backend{2}, in.problem, dc);
+                CHECK(kda::testing::rel_rms(Akkd, Akkd_cpu, rows) <= 2e-6);
+                CHECK(kda::testing::rel_rms(Aqk, Aqk_cpu, mask) <= kda::testing::unit_roundoff(X) + 1e-6);
+            }
+}
+
+TEST_CASE("cuda: strong decay stays finite and accurate in both flavours", "[cuda][intra][decay]") {
+    // safe-gate inputs, per-token log-decay down to -5 nats (FLA's lower bound: a sub-chunk decays
+    // by up to ~2^-115, factors around the midpoint stay below 2^64) and down to -12 nats (past
+    // 2^64: the producer's term-by-term path), run through both flavours of the producer
+    for (double lb : {-5.0, -12.0})
+    for (bool safe_flavour : {true, false}) {
+        intra_setup s;
+        s.p = make_problem(2, 150, 2, 2, 128, 64, true, precision::fp32);
+        s.X = dtype::bf16;
+        s.seed = 77;
+        s.lower_bound = lb;
+        auto in = s.make();
+        in.problem.safe_gate = safe_flavour;
+        INFO(s.describe() << " lower bound " << lb << " run as " << (safe_flavour ? "safe" : "not safe"));
+        host_tensor Aqk = in.make_output(0.0), Akk = in.make_output(0.0);
+        const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
+        host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+        const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+        const kda::reference::result ref = kda::reference::intra(in.problem, a);
+        kda::bridge::cuda_intra_host(in.problem, a);
+        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
+        INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
+        CHECK(std::isfinite(c.aqk.err));
+        CHECK(std::isfinite(c.akk.err));
+        CHECK(c.aqk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.aqk.floor));
+        CHECK(c.akk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.akk.floor));
+        std::printf("cuda intra strong decay (lower bound %.0f nats), %s flavour: Aqk %.3e (floor %.3e), Akk %.3e (floor %.3e)\n", lb,
+                    safe_flavour ? "safe" : "not-safe", c.aqk.err, c.aqk.floor, c.akk.err, c.akk.floor);
+    }
+}
+
+TEST_CASE("cuda: chunk_local_cumsum against float64", "[cuda][intra][cumsum]") {
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (auto act : {kda::gate_activation::none, kda::gate_activation::kda, kda::gate_activation::kda_lower_bound})
+        for (dtype X : {dtype::bf16, dtype::fp32})
+            for (bool varlen : {false, true}) {
+                kda::cumsum_problem p;
+                p.B = varlen ? 1 : 2;
+                p.HV = 3;
+                p.K = 80;
+                p.BT = 64;
+                p.activation = act;
+                host_tensor cu;
+                if (varlen) {
+                    const std::vector<std::int64_t> cuv = {0, 5, 5, 90, 200};
+                    cu = host_tensor(dtype::i64, {5});
+                    std::memcpy(cu.data<std::int64_t>(), cuv.data(), cuv.size() * 8);
+                    p.T = 200;
+                } else {
+                    p.T = 150;
+                }
+                INFO("activation " << static_cast<int>(act) << " " << name(X) << (varlen ? " varlen" : " dense"));
+                host_tensor g(X, {p.B, p.T, p.HV, p.K}), A_log(dtype::fp32, {p.HV}), bias(dtype::fp32, {p.HV * p.K});
+                for (std::int64_t i = 0; i < g.numel(); ++i)
+                    kda::reference::store(g, i, act == kda::gate_activation::none ? -std::abs(normal(rng)) * 0.3 : normal(rng));
+                for (std::int64_t i = 0; i < A_log.numel(); ++i) kda::reference::store(A_log, i, std::log(0.5 + i));
+                for (std::int64_t i = 0; i < bias.numel(); ++i) kda::reference::store(bias, i, 0.5 * normal(rng));
+                host_tensor out(dtype::fp32, {p.B, p.T, p.HV, p.K});
+                for (std::int64_t i = 0; i < out.numel(); ++i) kda::reference::store(out, i, 7.0);
+                kda::cumsum_args a;
+                a.g = g.ref();
+                if (act != kda::gate_activation::none) {
+                    a.A_log = A_log.ref();
+                    a.dt_bias = bias.ref();
+                }
+                a.g_out = out.mref();
+                a.cu_seqlens = cu.ref();
+                const std::vector<double> ref = kda::reference::chunk_local_cumsum(p, a);
+                kda::bridge::cuda_cumsum_host(p, a);
+                double e2 = 0, n2 = 0, worst = 0, mag = 0;
+                for (std::int64_t i = 0; i < out.numel(); ++i) {
+                    const double y = kda::reference::read(kda::testing::flat(out), i), x = ref[static_cast<std::size_t>(i)];
+                    e2 += (y - x) * (y - x);
+                    n2 += x * x;
+                    worst = std::max(worst, std::abs(y - x));
+                    mag = std::max(mag, std::abs(x));
+                }
+                INFO("rel RMS " << std::sqrt(e2 / n2) << ", max abs " << worst << " of max |x| " << mag);
+                CHECK(std::sqrt(e2 / n2) <= 2e-6);
+                CHECK(worst <= 1e-5 * mag);
+            }
+}
+
+TEST_CASE("cuda: chunk_kda_intra captured into a CUDA graph", "[cuda][intra][graph]") {
+    intra_setup s;
+    s.p = make_problem(1, 0, 2, 4, 128, 64, true, precision::tf32);
+    s.X = dtype::bf16;
+    s.seqlens = {100, 1, 300};
+    s.seed = 4;
+    const auto in = s.make();
+    host_tensor A1 = in.make_output(0.0), K1 = in.make_output(0.0), A2 = in.make_output(0.0), K2 = in.make_output(0.0);
+    host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+    kda::bridge::cuda_intra_host(in.problem, intra_args_of(in, A1, K1, &ws));
+    kda::testing::probe::run_intra_in_graph(in.problem, intra_args_of(in, A2, K2, &ws), 3);
+    CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
+    CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
+}
+
+TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda][intra][bad-input]") {
+    intra_setup s;
+    s.p = make_problem(1, 100, 1, 2, 64, 64, false, precision::fp32);
+    s.X = dtype::bf16;
+    const auto in = s.make();
+    host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
+    const host_tensor Aqk0 = Aqk.clone();
+    host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+    const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+    const std::string no_ws = kda::testing::probe::run_intra(in.problem, a, true);
+    INFO(no_ws);
+    CHECK(no_ws.find("argument 'Akkd'") != std::string::npos);
+    CHECK(std::memcmp(Aqk.raw(), Aqk0.raw(), static_cast<std::size_t>(Aqk.nbytes())) == 0);
+    for (const char* t : {"q", "Aqk", "Akkd"}) {
+        const std::string m = kda::testing::probe::run_intra(in.problem, a, false, t);
+        INFO(t << ": " << m);
+        CHECK(m.find(std::string("argument '") + t + "'") != std::string::npos);
+        CHECK(m.find("host memory") != std::string::npos);
+    }
+    kda::cumsum_problem cp;
+    cp.T = 10;
+    cp.HV = 1;
+    cp.K = 8;
+    host_tensor g(dtype::fp32, {1, 10, 1, 8}), out(dtype::fp32, {1, 10, 1, 8});
+    kda::cumsum_args ca;
+    ca.g = g.ref();
+    ca.g_out = out.mref();
+    for (const char* t : {"g", "g_out"}) {
+        const std::string m = kda::testing::probe::run_cumsum_with_host_tensor(cp, ca, t);
+        INFO(t << ": " << m);
+        CHECK(m.find(std::string("argument '") + t + "'") != std::string::npos);
+    }
+}
