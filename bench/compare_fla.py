@@ -106,6 +106,29 @@ def written_masks(pos, T, cu):
     return m_aqk, m_akk
 
 
+def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk, Akk):
+    """run(tf32): one call of a kda_capi entry point (fn) on these torch tensors, on the current stream."""
+    keep = []  # the varlen offsets (device, host) must outlive the calls
+    calls = {}
+    for tf32 in (1, 0):
+        c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
+                 beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=akkd.data_ptr(),
+                 Aqk=Aqk.data_ptr(), Akk=Akk.data_ptr())
+        if cu is not None:
+            if not keep:
+                keep = [torch.tensor(cu, dtype=torch.int64, device="cuda"), torch.tensor(cu, dtype=torch.int64)]
+            c.cu_seqlens = keep[0].data_ptr(); c.cu_seqlens_host = keep[1].data_ptr(); c.num_seqs = len(cu) - 1
+        calls[tf32] = c
+    err = ctypes.create_string_buffer(512)
+
+    def run(tf32):
+        calls[tf32].stream = torch.cuda.current_stream().cuda_stream
+        if fn(ctypes.byref(calls[tf32]), err, 512) != 0:
+            raise RuntimeError(err.value.decode())
+    run.keep = keep
+    return run
+
+
 def time_it(fn, flush, reps, graph):
     if graph:
         s = torch.cuda.Stream()
@@ -200,22 +223,7 @@ def main():
             torch.cuda.synchronize()
             Aqk_k = torch.zeros_like(Aqk_f)
             Akk_k = torch.zeros_like(Akk_f)
-            cu64 = torch.tensor(cu, dtype=torch.int64, device="cuda") if cu is not None else None
-            cu_host = torch.tensor(cu, dtype=torch.int64) if cu is not None else None
-            calls = {}
-            for tf32 in (1, 0):
-                c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
-                         beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=Akkd.data_ptr(),
-                         Aqk=Aqk_k.data_ptr(), Akk=Akk_k.data_ptr())
-                if cu is not None:
-                    c.cu_seqlens = cu64.data_ptr(); c.cu_seqlens_host = cu_host.data_ptr(); c.num_seqs = len(cu) - 1
-                calls[tf32] = c
-            err = ctypes.create_string_buffer(512)
-
-            def run_kda(tf32):
-                calls[tf32].stream = torch.cuda.current_stream().cuda_stream
-                if lib.kda_capi_inter_solve(ctypes.byref(calls[tf32]), err, 512) != 0:
-                    raise RuntimeError(err.value.decode())
+            run_kda = kda_runner(lib.kda_capi_inter_solve, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, Akkd, Aqk_k, Akk_k)
             run_kda(1)
             torch.cuda.synchronize()
             m_aqk, m_akk = written_masks(pos, T, cu)
@@ -320,22 +328,7 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
             Aqk_k = torch.zeros_like(Aqk_f)
             Akk_k = torch.zeros_like(Akk_f)
             ws = torch.empty(B, T, HV, BC, device="cuda", dtype=torch.float32)
-            cu64 = torch.tensor(cu, dtype=torch.int64, device="cuda") if cu is not None else None
-            cu_host = torch.tensor(cu, dtype=torch.int64) if cu is not None else None
-            calls = {}
-            for tf32 in (1, 0):
-                c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
-                         beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=ws.data_ptr(),
-                         Aqk=Aqk_k.data_ptr(), Akk=Akk_k.data_ptr())
-                if cu is not None:
-                    c.cu_seqlens = cu64.data_ptr(); c.cu_seqlens_host = cu_host.data_ptr(); c.num_seqs = len(cu) - 1
-                calls[tf32] = c
-            err = ctypes.create_string_buffer(512)
-
-            def run_kda(tf32):
-                calls[tf32].stream = torch.cuda.current_stream().cuda_stream
-                if lib.kda_capi_intra(ctypes.byref(calls[tf32]), err, 512) != 0:
-                    raise RuntimeError(err.value.decode())
+            run_kda = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_k, Akk_k)
             run_kda(1)
             torch.cuda.synchronize()
             _, m_low = written_masks(pos, T, cu)  # lower block triangle, columns < chunk length

@@ -85,33 +85,6 @@ struct intra_case {
     }
 };
 
-kda::intra_args intra_args_of(const ref::inputs& in, host_tensor& Aqk, host_tensor& Akk, host_tensor* Akkd) {
-    kda::intra_args a;
-    a.q = in.q.ref();
-    a.k = in.k.ref();
-    a.g = in.g.ref();
-    a.beta = in.beta.ref();
-    a.Aqk = Aqk.mref();
-    a.Akk = Akk.mref();
-    if (Akkd != nullptr) a.Akkd = Akkd->mref();
-    a.cu_seqlens = in.cu_seqlens.ref();
-    a.chunk_indices = in.chunk_indices.ref();
-    return a;
-}
-
-kda::intra_diag_args diag_args_of(const ref::inputs& in, host_tensor& Aqk, host_tensor& Akkd) {
-    kda::intra_diag_args a;
-    a.q = in.q.ref();
-    a.k = in.k.ref();
-    a.g = in.g.ref();
-    a.beta = in.beta.ref();
-    a.Aqk = Aqk.mref();
-    a.Akkd = Akkd.mref();
-    a.cu_seqlens = in.cu_seqlens.ref();
-    a.chunk_indices = in.chunk_indices.ref();
-    return a;
-}
-
 /// [B, T, HV, BC] Akkd in the accumulator type, filled with `fill`.
 host_tensor make_akkd_out(const ref::inputs& in, double fill) {
     const auto& p = in.problem;
@@ -162,7 +135,7 @@ std::pair<kt::error_stats, kt::error_stats> check_full(const intra_case& tc, boo
     host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
     const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
     host_tensor ws = make_akkd_out(in, sentinel);
-    const kda::intra_args a = intra_args_of(in, Aqk, Akk, tc.workspace ? &ws : nullptr);
+    const kda::intra_args a = in.intra_args(Aqk, Akk, tc.workspace ? &ws : nullptr);
     kda::chunk_kda_intra(cpu2, in.problem, a);
     const ref::result r = ref::intra(in.problem, a);
     const kt::comparison c = kt::compare(r, Aqk, Akk, Aqk0, Akk0);
@@ -174,7 +147,7 @@ std::pair<kt::error_stats, kt::error_stats> check_full(const intra_case& tc, boo
     CHECK(c.akk.err <= kt::full_precision_tolerance(tc.X, c.akk.floor));
     if (tc.workspace) {
         // the workspace holds the producer's Akkd
-        const ref::diag_result d = ref::intra_diag(in.problem, diag_args_of(in, Aqk, ws));
+        const ref::diag_result d = ref::intra_diag(in.problem, in.diag_args(Aqk, ws));
         const kt::error_stats s = kt::detail::stats(d.Akkd, d.akkd_written, ws);
         INFO("workspace Akkd err " << s.err);
         CHECK(s.err <= kt::full_precision_tolerance(kda::acc_dtype(tc.X), s.floor));
@@ -252,7 +225,7 @@ TEST_CASE("chunk_kda_intra_diag against the float64 reference; the one-call path
                     const ref::inputs in = tc.inputs();
                     host_tensor Aqk = in.make_output(sentinel), Akkd = make_akkd_out(in, sentinel);
                     const host_tensor Aqk0 = Aqk.clone(), Akkd0 = Akkd.clone();
-                    const kda::intra_diag_args a = diag_args_of(in, Aqk, Akkd);
+                    const kda::intra_diag_args a = in.diag_args(Aqk, Akkd);
                     kda::chunk_kda_intra_diag(cpu2, in.problem, a);
                     const ref::diag_result r = ref::intra_diag(in.problem, a);
                     const kt::error_stats sq = kt::detail::stats(r.Aqk, r.aqk_written, Aqk);
@@ -270,7 +243,7 @@ TEST_CASE("chunk_kda_intra_diag against the float64 reference; the one-call path
 
                     // chunk_kda_intra with a workspace: the same Akkd, the same diagonal blocks of Aqk
                     host_tensor Aqk2 = in.make_output(sentinel), Akk2 = in.make_output(0), ws = make_akkd_out(in, sentinel);
-                    kda::chunk_kda_intra(cpu2, in.problem, intra_args_of(in, Aqk2, Akk2, &ws));
+                    kda::chunk_kda_intra(cpu2, in.problem, in.intra_args(Aqk2, Akk2, &ws));
                     CHECK(same_bits(ws, Akkd));
                     std::vector<std::uint8_t> off_diag(r.aqk_written.size());
                     for (std::size_t i = 0; i < off_diag.size(); ++i) off_diag[i] = !r.aqk_written[i];
@@ -330,7 +303,7 @@ TEST_CASE("strided views: padded rows in and out give the same bits, pads untouc
         const ref::inputs in = tc.inputs();
         const auto& p = in.problem;
         host_tensor Aqk1 = in.make_output(0), Akk1 = in.make_output(0), ws1 = make_akkd_out(in, 0);
-        kda::chunk_kda_intra(cpu2, p, intra_args_of(in, Aqk1, Akk1, &ws1));
+        kda::chunk_kda_intra(cpu2, p, in.intra_args(Aqk1, Akk1, &ws1));
 
         const host_tensor q = padded_copy(in.q, 8, 0), k = padded_copy(in.k, 5, 0), g = padded_copy(in.g, 4, 0), beta = padded_copy(in.beta, 2, 0, 1);
         host_tensor Aqk = padded_copy(Aqk1, 8, sentinel), Akk = padded_copy(Akk1, 3, sentinel), ws = padded_copy(ws1, 4, sentinel);
@@ -347,7 +320,7 @@ TEST_CASE("strided views: padded rows in and out give the same bits, pads untouc
         a.Akkd = strided_view<kda::mutable_tensor_ref>(ws, {p.B, p.T, p.HV, p.BC});
         kda::chunk_kda_intra(cpu2, p, a);
         // rows: the first BT (BC) entries equal the contiguous run where it wrote, the pads are untouched
-        const ref::result r = ref::intra(p, intra_args_of(in, Aqk1, Akk1, nullptr));
+        const ref::result r = ref::intra(p, in.intra_args(Aqk1, Akk1));
         std::int64_t diff = 0, pad_written = 0;
         auto cmp_rows = [&](const host_tensor& padded, const host_tensor& padded0, const host_tensor& dense, const std::vector<std::uint8_t>* mask) {
             const std::int64_t w = dense.shape().back(), row = padded.shape().back();
@@ -386,11 +359,11 @@ TEST_CASE("the intra stage does not depend on the thread count", "[cpu][intra][d
         tc.safe = safe;
         const ref::inputs in = tc.inputs();
         host_tensor q1 = in.make_output(0), k1 = in.make_output(0), q2 = in.make_output(0), k2 = in.make_output(0);
-        kda::chunk_kda_intra(kda::cpu_backend{1}, in.problem, intra_args_of(in, q1, k1, nullptr));
-        kda::chunk_kda_intra(kda::cpu_backend{5}, in.problem, intra_args_of(in, q2, k2, nullptr));
+        kda::chunk_kda_intra(kda::cpu_backend{1}, in.problem, in.intra_args(q1, k1));
+        kda::chunk_kda_intra(kda::cpu_backend{5}, in.problem, in.intra_args(q2, k2));
         CHECK(same_bits(q1, q2));
         CHECK(same_bits(k1, k2));
-        kda::chunk_kda_intra(kda::cpu_backend{0}, in.problem, intra_args_of(in, q2, k2, nullptr));
+        kda::chunk_kda_intra(kda::cpu_backend{0}, in.problem, in.intra_args(q2, k2));
         CHECK(same_bits(q1, q2));
         CHECK(same_bits(k1, k2));
     }
@@ -423,8 +396,8 @@ TEST_CASE("strong decay: safe-gate inputs through both flavours", "[cpu][intra][
                 ref::inputs in = tc.inputs();
                 in.problem.safe_gate = flavour;
                 host_tensor Aqk = in.make_output(sentinel), Akkd = make_akkd_out(in, sentinel);
-                kda::chunk_kda_intra_diag(cpu2, in.problem, diag_args_of(in, Aqk, Akkd));
-                const ref::diag_result r = ref::intra_diag(in.problem, diag_args_of(in, Aqk, Akkd));
+                kda::chunk_kda_intra_diag(cpu2, in.problem, in.diag_args(Aqk, Akkd));
+                const ref::diag_result r = ref::intra_diag(in.problem, in.diag_args(Aqk, Akkd));
                 const kt::error_stats dq = kt::detail::stats(r.Aqk, r.aqk_written, Aqk), dd = kt::detail::stats(r.Akkd, r.akkd_written, Akkd);
                 CHECK(dq.err <= kt::full_precision_tolerance(X, dq.floor));
                 CHECK(dd.err <= kt::full_precision_tolerance(kda::acc_dtype(X), dd.floor));
@@ -450,7 +423,7 @@ TEST_CASE("strong decay: the safe flavour's midpoint keeps a 2^-165 sub-chunk in
                     ref::store(in.g, t * in.problem.HV * in.problem.K + j, -11.0 * static_cast<double>(t % BT));
             host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
             const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
-            const kda::intra_args a = intra_args_of(in, Aqk, Akk, nullptr);
+            const kda::intra_args a = in.intra_args(Aqk, Akk);
             kda::chunk_kda_intra(cpu2, in.problem, a);
             const kt::comparison c = kt::compare(ref::intra(in.problem, a), Aqk, Akk, Aqk0, Akk0);
             INFO((flavour ? "safe" : "not-safe") << " flavour BT" << BT << ": Aqk err " << c.aqk.err << ", Akk err " << c.akk.err);
@@ -480,7 +453,7 @@ TEST_CASE("decay beyond the safe gate's bound: both flavours stay exact", "[cpu]
             in.problem.safe_gate = flavour;
             host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
             const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
-            const kda::intra_args a = intra_args_of(in, Aqk, Akk, nullptr);
+            const kda::intra_args a = in.intra_args(Aqk, Akk);
             kda::chunk_kda_intra(cpu2, in.problem, a);
             const kt::comparison c = kt::compare(ref::intra(in.problem, a), Aqk, Akk, Aqk0, Akk0);
             std::printf("[cpu intra] decay beyond the bound (lower_bound -20) %s, %s flavour: Aqk err %.3e, Akk err %.3e\n",
@@ -734,7 +707,7 @@ TEST_CASE("end to end: raw gates -> chunk_local_cumsum -> chunk_kda_intra", "[cp
             in.g = std::move(g);
             host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
             const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
-            const kda::intra_args a = intra_args_of(in, Aqk, Akk, nullptr);
+            const kda::intra_args a = in.intra_args(Aqk, Akk);
             kda::chunk_kda_intra(cpu2, in.problem, a);
             const kt::comparison c = kt::compare(ref::intra(in.problem, a), Aqk, Akk, Aqk0, Akk0);
             INFO(tc.describe() << ": Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
@@ -790,7 +763,7 @@ TEST_CASE("bad input: every entry point names the argument and writes nothing", 
         // chunk_kda_intra
         {
             kda::intra_problem p = in.problem;
-            kda::intra_args a = intra_args_of(in, Aqk, Akk, &Akkd);
+            kda::intra_args a = in.intra_args(Aqk, Akk, &Akkd);
             bc.mutate(p, a);
             REQUIRE_THROWS_WITH(kda::chunk_kda_intra(cpu2, p, a), Catch::Contains(bc.expect) && Catch::Contains("kda::chunk_kda_intra"));
             CHECK(unchanged());
@@ -798,7 +771,7 @@ TEST_CASE("bad input: every entry point names the argument and writes nothing", 
         // chunk_kda_intra_diag (no Akk)
         if (std::string(bc.what) != "Akk missing") {
             kda::intra_problem p = in.problem;
-            kda::intra_args a = intra_args_of(in, Aqk, Akk, &Akkd);
+            kda::intra_args a = in.intra_args(Aqk, Akk, &Akkd);
             bc.mutate(p, a);
             kda::intra_diag_args d;
             d.q = a.q, d.k = a.k, d.g = a.g, d.beta = a.beta, d.Aqk = a.Aqk, d.Akkd = a.Akkd, d.cu_seqlens = a.cu_seqlens, d.chunk_indices = a.chunk_indices;
@@ -807,13 +780,13 @@ TEST_CASE("bad input: every entry point names the argument and writes nothing", 
         }
     }
     {  // the producer needs its Akkd output
-        kda::intra_diag_args d = diag_args_of(in, Aqk, Akkd);
+        kda::intra_diag_args d = in.diag_args(Aqk, Akkd);
         d.Akkd = {};
         REQUIRE_THROWS_WITH(kda::chunk_kda_intra_diag(cpu2, in.problem, d), Catch::Contains("'Akkd'"));
         CHECK(unchanged());
     }
     {  // negative thread count (the backend's own check)
-        REQUIRE_THROWS_WITH(kda::chunk_kda_intra(kda::cpu_backend{-1}, in.problem, intra_args_of(in, Aqk, Akk, &Akkd)), Catch::Contains("'threads'"));
+        REQUIRE_THROWS_WITH(kda::chunk_kda_intra(kda::cpu_backend{-1}, in.problem, in.intra_args(Aqk, Akk, &Akkd)), Catch::Contains("'threads'"));
         CHECK(unchanged());
     }
 

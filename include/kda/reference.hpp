@@ -239,6 +239,17 @@ inline host_tensor make_akkd(const inter_solve_problem& p, const inter_solve_arg
     return out;
 }
 
+namespace detail {
+/// cu_seqlens [N + 1] (int64) of the given sequence lengths.
+inline host_tensor cu_seqlens_of(const std::vector<std::int64_t>& lengths) {
+    host_tensor t(dtype::i64, {static_cast<std::int64_t>(lengths.size()) + 1});
+    auto* cu = t.data<std::int64_t>();
+    cu[0] = 0;
+    for (std::size_t n = 0; n < lengths.size(); ++n) cu[n + 1] = cu[n] + lengths[n];
+    return t;
+}
+}  // namespace detail
+
 /// Knobs of the input generator.
 struct generator_options {
     std::uint64_t seed = 0;
@@ -271,6 +282,19 @@ struct inputs {
         a.chunk_indices = chunk_indices.ref();
         return a;
     }
+    /// chunk_kda_intra's bundle over these inputs (Akkd: the optional workspace, not the inputs' Akkd).
+    [[nodiscard]] kda::intra_args intra_args(host_tensor& Aqk, host_tensor& Akk, host_tensor* workspace = nullptr) const {
+        kda::intra_args a = kda::detail::with_common<kda::intra_args>(args(Aqk, Akk));
+        a.Akk = Akk.mref();
+        if (workspace != nullptr) a.Akkd = workspace->mref();
+        return a;
+    }
+    /// chunk_kda_intra_diag's bundle over these inputs, writing Aqk's diagonal blocks and Akkd.
+    [[nodiscard]] kda::intra_diag_args diag_args(host_tensor& Aqk, host_tensor& Akkd_out) const {
+        kda::intra_diag_args a = kda::detail::with_common<kda::intra_diag_args>(args(Aqk, Aqk));
+        a.Akkd = Akkd_out.mref();
+        return a;
+    }
     /// Output tensor [B, T, HV, BT] of the data type, filled with `fill`.
     [[nodiscard]] host_tensor make_output(double fill) const {
         host_tensor t(q.type(), {problem.B, problem.T, problem.HV, problem.BT});
@@ -285,10 +309,8 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
     std::normal_distribution<double> normal(0.0, 1.0);
     if (!opt.seqlens.empty()) {
         KDA_CHECK(p.B == 1, "kda::reference::make_inputs: argument 'B': varlen needs B == 1, got " << p.B);
-        in.cu_seqlens = host_tensor(dtype::i64, {static_cast<std::int64_t>(opt.seqlens.size()) + 1});
-        auto* cu = in.cu_seqlens.data<std::int64_t>();
-        cu[0] = 0;
-        for (std::size_t n = 0; n < opt.seqlens.size(); ++n) cu[n + 1] = cu[n] + opt.seqlens[n];
+        in.cu_seqlens = detail::cu_seqlens_of(opt.seqlens);
+        const auto* cu = in.cu_seqlens.data<std::int64_t>();
         p.T = cu[opt.seqlens.size()];
         if (opt.with_chunk_indices) {
             std::vector<std::int64_t> cuv(cu, cu + opt.seqlens.size() + 1), ci;
@@ -527,10 +549,8 @@ inline gate_inputs make_gate_inputs(cumsum_problem p, dtype X, const gate_option
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     if (!opt.seqlens.empty()) {
         KDA_CHECK(p.B == 1, "kda::reference::make_gate_inputs: argument 'B': varlen needs B == 1, got " << p.B);
-        in.cu_seqlens = host_tensor(dtype::i64, {static_cast<std::int64_t>(opt.seqlens.size()) + 1});
-        auto* cu = in.cu_seqlens.data<std::int64_t>();
-        cu[0] = 0;
-        for (std::size_t n = 0; n < opt.seqlens.size(); ++n) cu[n + 1] = cu[n] + opt.seqlens[n];
+        in.cu_seqlens = detail::cu_seqlens_of(opt.seqlens);
+        const auto* cu = in.cu_seqlens.data<std::int64_t>();
         p.T = cu[opt.seqlens.size()];
     }
     in.problem = p;

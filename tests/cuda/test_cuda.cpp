@@ -22,10 +22,14 @@
 #include "conformance.hpp"
 #include "cuda/probe.hpp"
 #include "cuda/runners.hpp"
+#include "cuda/setup.hpp"
 #include "support/catch.hpp"
 #include "support/metrics.hpp"
 
 namespace {
+
+using kda::testing::make_problem;
+using kda::testing::setup;
 
 using kda::dtype;
 using kda::host_tensor;
@@ -33,46 +37,6 @@ using kda::precision;
 using kda::testing::sentinel;
 
 /// A problem and its inputs, for the tests below.
-struct setup {
-    kda::inter_solve_problem p;
-    dtype X = dtype::bf16;
-    std::vector<std::int64_t> seqlens;
-    bool with_ci = true;
-    bool beta_fp32 = false;
-    std::uint64_t seed = 1;
-
-    [[nodiscard]] kda::reference::inputs make() const {
-        kda::reference::generator_options opt;
-        opt.seed = seed;
-        opt.seqlens = seqlens;
-        opt.with_chunk_indices = with_ci;
-        opt.beta_fp32 = beta_fp32;
-        return kda::reference::make_inputs(p, X, opt);
-    }
-    [[nodiscard]] std::string describe() const {
-        std::ostringstream os;
-        os << name(X) << " B" << p.B << " T" << p.T << " H" << p.H << " HV" << p.HV << " K" << p.K << " BT" << p.BT
-           << (p.safe_gate ? " safe" : " notsafe") << " " << name(p.solve_precision);
-        if (!seqlens.empty()) os << " varlen(" << seqlens.size() << ")" << (with_ci ? "" : " no-chunk_indices");
-        os << " seed " << seed;
-        return os.str();
-    }
-};
-
-kda::inter_solve_problem problem(std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t HV, std::int64_t K, int BT, bool safe,
-                                 precision prec = precision::fp32) {
-    kda::inter_solve_problem p;
-    p.B = B;
-    p.T = T;
-    p.H = H;
-    p.HV = HV;
-    p.K = K;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(K));
-    p.BT = BT;
-    p.safe_gate = safe;
-    p.solve_precision = prec;
-    return p;
-}
 
 /// A spread of shapes: tails, GVA, K not a multiple of the vector width, varlen with and without
 /// chunk_indices (empty and length-1 sequences included), beta in fp32.
@@ -84,13 +48,13 @@ std::vector<setup> spread(precision prec) {
             for (bool safe : {false, true}) {
                 for (std::int64_t K : {1, 20, 64, 100, 256}) {
                     setup s;
-                    s.p = problem(2, 2 * BT + 19, 2, 4, K, BT, safe, prec);
+                    s.p = make_problem(2, 2 * BT + 19, 2, 4, K, BT, safe, prec);
                     s.X = X;
                     s.seed = ++seed;
                     out.push_back(s);
                 }
                 setup v;
-                v.p = problem(1, 0, 1, 3, 48, BT, safe, prec);
+                v.p = make_problem(1, 0, 1, 3, 48, BT, safe, prec);
                 v.X = X;
                 v.seqlens = {1, 70, 0, 33, 16, 129};
                 v.with_ci = (seed % 2) == 0;
@@ -194,7 +158,7 @@ TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the e
     for (dtype X : {dtype::bf16, dtype::fp32})
         for (bool safe : {false, true}) {
             setup s;
-            s.p = problem(2, 150, 2, 4, 64, 64, safe);
+            s.p = make_problem(2, 150, 2, 4, 64, 64, safe);
             s.X = X;
             s.seed = 77;
             const auto in = s.make();
@@ -256,7 +220,7 @@ TEST_CASE("cuda: every BK through the policy template, masked K tails", "[cuda][
 
 TEST_CASE("cuda: host memory is refused, naming the argument", "[cuda][bad-input]") {
     setup s;
-    s.p = problem(1, 0, 2, 4, 64, 64, false);
+    s.p = make_problem(1, 0, 2, 4, 64, 64, false);
     s.seqlens = {40, 60};
     const auto in = s.make();
     host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
@@ -271,7 +235,7 @@ TEST_CASE("cuda: host memory is refused, naming the argument", "[cuda][bad-input
 
 TEST_CASE("cuda: varlen without host copies of the index tensors is refused", "[cuda][bad-input]") {
     setup s;
-    s.p = problem(1, 0, 2, 4, 64, 64, false);
+    s.p = make_problem(1, 0, 2, 4, 64, 64, false);
     s.seqlens = {40, 60};
     const auto in = s.make();
     host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
@@ -285,7 +249,7 @@ TEST_CASE("cuda: varlen without host copies of the index tensors is refused", "[
 TEST_CASE("cuda: a call captured into a CUDA graph computes the same outputs", "[cuda][graph]") {
     for (bool varlen : {false, true}) {
         setup s;
-        s.p = problem(varlen ? 1 : 2, 150, 2, 4, 80, 64, false);
+        s.p = make_problem(varlen ? 1 : 2, 150, 2, 4, 80, 64, false);
         if (varlen) s.seqlens = {70, 1, 90};
         s.with_ci = false;
         s.seed = 5;
@@ -359,7 +323,7 @@ void parallel(std::int64_t n, const F& f) {
 
 TEST_CASE("cuda: outputs of more than 2^31 elements", "[cuda][.large]") {
     const std::int64_t T = (std::int64_t{1} << 21) + 3 * (std::int64_t{1} << 16) + 37, H = 4, HV = 16, K = 16, BT = 64;
-    const kda::inter_solve_problem p = problem(1, T, H, HV, K, BT, false);
+    const kda::inter_solve_problem p = make_problem(1, T, H, HV, K, BT, false);
     REQUIRE(T * HV * BT > (std::int64_t{1} << 31));
     const dtype X = dtype::bf16;
     host_tensor q(X, {1, T, H, K}), k(X, {1, T, H, K}), g(dtype::fp32, {1, T, HV, K}), beta(X, {1, T, HV}), Akkd(dtype::fp32, {1, T, HV, 16});
@@ -487,7 +451,7 @@ TEST_CASE("cuda: outputs of more than 2^31 elements", "[cuda][.large]") {
 // H = HV = 16, K = 128, BT = 64, bf16, both precisions. Prints the best of 5 kernel times (CUDA
 // events, through the bridge) and the bandwidth of the fewest bytes the step must move.
 TEST_CASE("cuda: kernel time of a typical shape", "[cuda][.timing]") {
-    const kda::inter_solve_problem p0 = problem(1, 16384, 16, 16, 128, 64, false);
+    const kda::inter_solve_problem p0 = make_problem(1, 16384, 16, 16, 128, 64, false);
     kda::reference::generator_options opt;
     opt.seed = 3;
     const auto in = kda::reference::make_inputs(p0, dtype::bf16, opt);

@@ -24,90 +24,39 @@
 
 #include "cuda/probe.hpp"
 #include "cuda/runners.hpp"
+#include "cuda/setup.hpp"
 #include "support/catch.hpp"
 #include "support/metrics.hpp"
 
 namespace {
 
+using kda::testing::make_problem;
+using kda::testing::setup;
+
 using kda::dtype;
 using kda::host_tensor;
 using kda::precision;
-
-struct intra_setup {
-    kda::intra_problem p;
-    dtype X = dtype::bf16;
-    std::vector<std::int64_t> seqlens;
-    bool with_ci = true;
-    std::uint64_t seed = 1;
-    double lower_bound = -5.0;
-
-    [[nodiscard]] kda::reference::inputs make() const {
-        kda::reference::generator_options opt;
-        opt.seed = seed;
-        opt.seqlens = seqlens;
-        opt.with_chunk_indices = with_ci;
-        opt.lower_bound = lower_bound;
-        return kda::reference::make_inputs(p, X, opt);
-    }
-    [[nodiscard]] std::string describe() const {
-        std::ostringstream os;
-        os << name(X) << " B" << p.B << " T" << p.T << " H" << p.H << " HV" << p.HV << " K" << p.K << " BT" << p.BT
-           << (p.safe_gate ? " safe" : " notsafe") << " " << name(p.solve_precision);
-        if (!seqlens.empty()) os << " varlen(" << seqlens.size() << ")" << (with_ci ? "" : " no-chunk_indices");
-        os << " seed " << seed;
-        return os.str();
-    }
-};
-
-kda::intra_problem make_problem(std::int64_t B, std::int64_t T, std::int64_t H, std::int64_t HV, std::int64_t K, int BT, bool safe, precision prec) {
-    kda::intra_problem p;
-    p.B = B;
-    p.T = T;
-    p.H = H;
-    p.HV = HV;
-    p.K = K;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(K));
-    p.BT = BT;
-    p.safe_gate = safe;
-    p.solve_precision = prec;
-    return p;
-}
-
-/// chunk_kda_intra's arguments over generated inputs.
-kda::intra_args intra_args_of(const kda::reference::inputs& in, host_tensor& Aqk, host_tensor& Akk, host_tensor* Akkd) {
-    kda::intra_args a;
-    a.q = in.q.ref();
-    a.k = in.k.ref();
-    a.g = in.g.ref();
-    a.beta = in.beta.ref();
-    a.Aqk = Aqk.mref();
-    a.Akk = Akk.mref();
-    if (Akkd != nullptr) a.Akkd = Akkd->mref();
-    a.cu_seqlens = in.cu_seqlens.ref();
-    a.chunk_indices = in.chunk_indices.ref();
-    return a;
-}
 
 /// The tolerance of a precision mode (runners.hpp): fp32 at the floor, tf32 FLA's products.
 double tolerance(dtype X, precision prec, double floor) {
     return prec == precision::fp32 ? kda::testing::full_precision_tolerance(X, floor) : kda::testing::tf32_tolerance(floor);
 }
 
-std::vector<intra_setup> spread() {
-    std::vector<intra_setup> out;
+std::vector<setup> spread() {
+    std::vector<setup> out;
     std::uint64_t seed = 900;
     for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
         for (int BT : {32, 64})
             for (bool safe : {false, true})
                 for (precision prec : {precision::fp32, precision::tf32}) {
                     for (std::int64_t K : {16, 80, 128}) {
-                        intra_setup s;
+                        setup s;
                         s.p = make_problem(2, 2 * BT + 21, 2, 4, K, BT, safe, prec);
                         s.X = X;
                         s.seed = ++seed;
                         out.push_back(s);
                     }
-                    intra_setup v;
+                    setup v;
                     v.p = make_problem(1, 0, 1, 2, 64, BT, safe, prec);
                     v.X = X;
                     v.seqlens = {5, 70, 0, 33, 16, 129};
@@ -138,13 +87,13 @@ std::vector<std::uint8_t> diag_mask(const kda::reference::result& ref) {
 
 TEST_CASE("cuda: chunk_kda_intra against float64", "[cuda][intra][grid]") {
     double worst[2] = {0, 0};
-    for (const intra_setup& s : spread()) {
+    for (const setup& s : spread()) {
         INFO(s.describe());
         const auto in = s.make();
         host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
         const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
         host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-        const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+        const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
         const kda::reference::result ref = kda::reference::intra(in.problem, a);
         kda::bridge::cuda_intra_host(in.problem, a);
         const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
@@ -167,7 +116,7 @@ TEST_CASE("cuda: chunk_kda_intra_diag against float64 and the CPU backend", "[cu
     for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
         for (bool safe : {false, true})
             for (int BT : {32, 64}) {
-                intra_setup s;
+                setup s;
                 s.p = make_problem(1, 0, 2, 4, 80, BT, safe, precision::fp32);
                 s.X = X;
                 s.seqlens = {3, 64, 17, 0, 100};
@@ -176,7 +125,7 @@ TEST_CASE("cuda: chunk_kda_intra_diag against float64 and the CPU backend", "[cu
                 const auto in = s.make();
                 // float64: Aqk's diagonal blocks from the whole-stage reference, Akkd from make_akkd
                 host_tensor o1 = in.make_output(0.0), o2 = in.make_output(0.0);
-                const kda::reference::result ref = kda::reference::intra(in.problem, intra_args_of(in, o1, o2, nullptr));
+                const kda::reference::result ref = kda::reference::intra(in.problem, in.intra_args(o1, o2));
                 const std::vector<std::uint8_t> mask = diag_mask(ref);
                 kda::reference::result ref_diag = ref;
                 ref_diag.aqk_written = mask;
@@ -185,11 +134,7 @@ TEST_CASE("cuda: chunk_kda_intra_diag against float64 and the CPU backend", "[cu
                 host_tensor Aqk = in.make_output(7.0), dummy = in.make_output(7.0);
                 const host_tensor Aqk0 = Aqk.clone();
                 host_tensor Akkd(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-                kda::intra_diag_args d;
-                d.q = in.q.ref(), d.k = in.k.ref(), d.g = in.g.ref(), d.beta = in.beta.ref();
-                d.Aqk = Aqk.mref();
-                d.Akkd = Akkd.mref();
-                d.cu_seqlens = in.cu_seqlens.ref(), d.chunk_indices = in.chunk_indices.ref();
+                const kda::intra_diag_args d = in.diag_args(Aqk, Akkd);
                 kda::bridge::cuda_intra_diag_host(in.problem, d);
                 const auto c = kda::testing::compare(ref_diag, Aqk, dummy, Aqk0, dummy);
                 INFO("diag Aqk err " << c.aqk.err << " floor " << c.aqk.floor << "; untouched changed " << c.untouched_changed << " " << c.first_untouched);
@@ -226,7 +171,7 @@ TEST_CASE("cuda: strong decay stays finite and accurate in both flavours", "[cud
     // 2^64: the producer's term-by-term path), run through both flavours of the producer
     for (double lb : {-5.0, -12.0})
     for (bool safe_flavour : {true, false}) {
-        intra_setup s;
+        setup s;
         s.p = make_problem(2, 150, 2, 2, 128, 64, true, precision::fp32);
         s.X = dtype::bf16;
         s.seed = 77;
@@ -237,7 +182,7 @@ TEST_CASE("cuda: strong decay stays finite and accurate in both flavours", "[cud
         host_tensor Aqk = in.make_output(0.0), Akk = in.make_output(0.0);
         const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
         host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-        const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+        const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
         const kda::reference::result ref = kda::reference::intra(in.problem, a);
         kda::bridge::cuda_intra_host(in.problem, a);
         const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
@@ -305,7 +250,7 @@ TEST_CASE("cuda: chunk_local_cumsum against float64", "[cuda][intra][cumsum]") {
 }
 
 TEST_CASE("cuda: chunk_kda_intra captured into a CUDA graph", "[cuda][intra][graph]") {
-    intra_setup s;
+    setup s;
     s.p = make_problem(1, 0, 2, 4, 128, 64, true, precision::tf32);
     s.X = dtype::bf16;
     s.seqlens = {100, 1, 300};
@@ -313,21 +258,21 @@ TEST_CASE("cuda: chunk_kda_intra captured into a CUDA graph", "[cuda][intra][gra
     const auto in = s.make();
     host_tensor A1 = in.make_output(0.0), K1 = in.make_output(0.0), A2 = in.make_output(0.0), K2 = in.make_output(0.0);
     host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-    kda::bridge::cuda_intra_host(in.problem, intra_args_of(in, A1, K1, &ws));
-    kda::testing::probe::run_intra_in_graph(in.problem, intra_args_of(in, A2, K2, &ws), 3);
+    kda::bridge::cuda_intra_host(in.problem, in.intra_args(A1, K1, &ws));
+    kda::testing::probe::run_intra_in_graph(in.problem, in.intra_args(A2, K2, &ws), 3);
     CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
     CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
 }
 
 TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda][intra][bad-input]") {
-    intra_setup s;
+    setup s;
     s.p = make_problem(1, 100, 1, 2, 64, 64, false, precision::fp32);
     s.X = dtype::bf16;
     const auto in = s.make();
     host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
     const host_tensor Aqk0 = Aqk.clone();
     host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-    const kda::intra_args a = intra_args_of(in, Aqk, Akk, &ws);
+    const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
     const std::string no_ws = kda::testing::probe::run_intra(in.problem, a, true);
     INFO(no_ws);
     CHECK(no_ws.find("argument 'Akkd'") != std::string::npos);

@@ -121,49 +121,21 @@ double timed(cudaStream_t stream, Launch&& launch, Download&& download) {
 }
 }  // namespace
 
-double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_args& host_args) {
-    // Validate the host views first, as the library would validate device views: the index
-    // tensors' contents are read from their host copies, which here are the tensors themselves.
-    inter_solve_args h = host_args;
-    if (h.cu_seqlens_host.data == nullptr) h.cu_seqlens_host = h.cu_seqlens;
-    if (h.chunk_indices_host.data == nullptr) h.chunk_indices_host = h.chunk_indices;
-    const status st = can_implement(p, h, cuda_backend::caps());
-    if (!st) throw kda::error(st.message);
-    if (p.T == 0) return 0.0;
-
-    stream_guard stream;
-    mirror m(stream.get());
-    inter_solve_args d;
-    d.q = m.upload(h.q);
-    d.k = m.upload(h.k);
-    d.g = m.upload(h.g);
-    d.beta = m.upload(h.beta);
-    d.Akkd = m.upload(h.Akkd);
-    d.Aqk = m.upload(h.Aqk);
-    d.Akk = m.upload(h.Akk);
-    d.cu_seqlens = m.upload(h.cu_seqlens);
-    d.chunk_indices = m.upload(h.chunk_indices);
-    d.cu_seqlens_host = h.cu_seqlens_host;
-    d.chunk_indices_host = h.chunk_indices_host;
-
-    return timed(stream.get(), [&] { kda::inter_solve(cuda_backend{stream.get()}, p, d); }, [&] {
-        m.download(h.Aqk, d.Aqk);
-        m.download(h.Akk, d.Akk);
-    });
-}
-
 namespace {
-/// Host views of the index tensors stand in for their host copies (as in cuda_inter_solve_host).
-template <class Args>
-Args with_host_copies(const Args& a) {
+/// Validates host views as the library validates device views, where the index tensors' contents
+/// are read from their host copies: here the host views of the index tensors stand in for them.
+template <class Problem, class Args>
+Args checked(const Problem& p, const Args& a) {
     Args h = a;
     if (h.cu_seqlens_host.data == nullptr) h.cu_seqlens_host = h.cu_seqlens;
     if constexpr (requires { h.chunk_indices_host; })
         if (h.chunk_indices_host.data == nullptr) h.chunk_indices_host = h.chunk_indices;
+    const status st = can_implement(p, h, cuda_backend::caps());
+    if (!st) throw kda::error(st.message);
     return h;
 }
 
-/// Uploads the tensors every intra-stage call shares.
+/// Uploads the tensors every call but the cumsum shares (inputs, Aqk, the index tensors).
 template <class Args>
 Args upload_common(mirror& m, const Args& h) {
     Args d;
@@ -180,10 +152,24 @@ Args upload_common(mirror& m, const Args& h) {
 }
 }  // namespace
 
+double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_args& host_args) {
+    const inter_solve_args h = checked(p, host_args);
+    if (p.T == 0) return 0.0;
+    stream_guard stream;
+    mirror m(stream.get());
+    inter_solve_args d = upload_common(m, h);
+    d.Akkd = m.upload(h.Akkd);
+    d.Akk = m.upload(h.Akk);
+
+    return timed(stream.get(), [&] { kda::inter_solve(cuda_backend{stream.get()}, p, d); }, [&] {
+        m.download(h.Aqk, d.Aqk);
+        m.download(h.Akk, d.Akk);
+    });
+}
+
+
 double cuda_intra_host(const intra_problem& p, const intra_args& host_args) {
-    const intra_args h = with_host_copies(host_args);
-    const status st = can_implement(p, h, cuda_backend::caps());
-    if (!st) throw kda::error(st.message);
+    const intra_args h = checked(p, host_args);
     if (p.T == 0) return 0.0;
     stream_guard stream;
     mirror m(stream.get());
@@ -204,9 +190,7 @@ double cuda_intra_host(const intra_problem& p, const intra_args& host_args) {
 }
 
 double cuda_intra_diag_host(const intra_problem& p, const intra_diag_args& host_args) {
-    const intra_diag_args h = with_host_copies(host_args);
-    const status st = can_implement(p, h, cuda_backend::caps());
-    if (!st) throw kda::error(st.message);
+    const intra_diag_args h = checked(p, host_args);
     if (p.T == 0) return 0.0;
     stream_guard stream;
     mirror m(stream.get());
@@ -219,9 +203,7 @@ double cuda_intra_diag_host(const intra_problem& p, const intra_diag_args& host_
 }
 
 double cuda_cumsum_host(const cumsum_problem& p, const cumsum_args& host_args) {
-    const cumsum_args h = with_host_copies(host_args);
-    const status st = can_implement(p, h, cuda_backend::caps());
-    if (!st) throw kda::error(st.message);
+    const cumsum_args h = checked(p, host_args);
     if (p.T == 0) return 0.0;
     stream_guard stream;
     mirror m(stream.get());
