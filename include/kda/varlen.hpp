@@ -18,6 +18,12 @@ namespace detail {
 KDA_HOST_DEVICE inline std::int64_t load_index(const void* p, bool is64, std::int64_t i) {
     return is64 ? static_cast<const std::int64_t*>(p)[i] : static_cast<std::int64_t>(static_cast<const std::int32_t*>(p)[i]);
 }
+/// a / b for 0 <= a and 0 < b: a 32-bit division where both fit (one hardware sequence on a GPU,
+/// where a 64-bit division is a long software routine), else the 64-bit one.
+KDA_HOST_DEVICE inline std::int64_t udiv(std::int64_t a, std::int64_t b) {
+    if (((a | b) >> 32) == 0) return static_cast<std::int64_t>(static_cast<std::uint32_t>(a) / static_cast<std::uint32_t>(b));
+    return a / b;
+}
 }  // namespace detail
 
 /// Rows of one chunk: batch row, first token of its sequence, chunk start within the sequence, and
@@ -43,9 +49,9 @@ struct chunk_map {
     KDA_HOST_DEVICE chunk_coords operator()(std::int64_t i_t) const {
         chunk_coords c;
         if (cu_seqlens == nullptr) {
-            c.b = i_t / chunks_per_row;
+            c.b = detail::udiv(i_t, chunks_per_row);
             c.bos = 0;
-            c.t0 = (i_t % chunks_per_row) * BT;
+            c.t0 = (i_t - c.b * chunks_per_row) * BT;
             const std::int64_t left = T - c.t0;
             c.n = left < BT ? left : BT;
         } else {

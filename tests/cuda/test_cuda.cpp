@@ -155,40 +155,44 @@ TEST_CASE("cuda: repeated runs are bitwise identical", "[cuda][repeat]") {
 }
 
 TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the element-wise path", "[cuda][align]") {
+    // shift 1: every tensor one element off 16 bytes (element-wise loads and stores); shift 2: the
+    // outputs still take two-element stores but not 16-byte ones
     for (dtype X : {dtype::bf16, dtype::fp32})
-        for (bool safe : {false, true}) {
-            setup s;
-            s.p = make_problem(2, 150, 2, 4, 64, 64, safe);
-            s.X = X;
-            s.seed = 77;
-            const auto in = s.make();
-            host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
-            kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
-            // the same data one element further into larger buffers
-            auto shifted = [](const host_tensor& t, host_tensor& storage) {
-                storage = host_tensor(t.type(), {t.numel() + 1});
-                std::memcpy(static_cast<unsigned char*>(storage.raw()) + size_of(t.type()), t.raw(), static_cast<std::size_t>(t.nbytes()));
-                kda::tensor_ref r = t.ref();
-                r.data = static_cast<const unsigned char*>(storage.raw()) + size_of(t.type());
-                return r;
-            };
-            host_tensor sq, sk, sg, sd, so1, so2;
-            host_tensor q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
-            kda::inter_solve_args a = in.args(q2, k2);
-            a.q = shifted(in.q, sq);
-            a.k = shifted(in.k, sk);
-            a.g = shifted(in.g, sg);
-            a.Akkd = shifted(in.Akkd, sd);
-            kda::tensor_ref oq = shifted(q2, so1), ok = shifted(k2, so2);
-            a.Aqk.data = const_cast<void*>(oq.data);
-            a.Akk.data = const_cast<void*>(ok.data);
-            kda::bridge::cuda_inter_solve_host(in.problem, a);
-            std::memcpy(q2.raw(), oq.data, static_cast<std::size_t>(q2.nbytes()));
-            std::memcpy(k2.raw(), ok.data, static_cast<std::size_t>(k2.nbytes()));
-            INFO(name(X) << (safe ? " safe" : " notsafe") << ": misaligned by one element vs aligned");
-            CHECK(same_bytes(q1, q2));
-            CHECK(same_bytes(k1, k2));
-        }
+        for (bool safe : {false, true})
+            for (std::int64_t shift : {1, 2}) {
+                setup s;
+                s.p = make_problem(2, 150, 2, 4, 64, 64, safe);
+                s.X = X;
+                s.seed = 77;
+                const auto in = s.make();
+                host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
+                kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
+                // the same data `shift` elements further into larger buffers
+                auto shifted = [shift](const host_tensor& t, host_tensor& storage) {
+                    storage = host_tensor(t.type(), {t.numel() + shift});
+                    const std::int64_t off = shift * size_of(t.type());
+                    std::memcpy(static_cast<unsigned char*>(storage.raw()) + off, t.raw(), static_cast<std::size_t>(t.nbytes()));
+                    kda::tensor_ref r = t.ref();
+                    r.data = static_cast<const unsigned char*>(storage.raw()) + off;
+                    return r;
+                };
+                host_tensor sq, sk, sg, sd, so1, so2;
+                host_tensor q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
+                kda::inter_solve_args a = in.args(q2, k2);
+                a.q = shifted(in.q, sq);
+                a.k = shifted(in.k, sk);
+                a.g = shifted(in.g, sg);
+                a.Akkd = shifted(in.Akkd, sd);
+                kda::tensor_ref oq = shifted(q2, so1), ok = shifted(k2, so2);
+                a.Aqk.data = const_cast<void*>(oq.data);
+                a.Akk.data = const_cast<void*>(ok.data);
+                kda::bridge::cuda_inter_solve_host(in.problem, a);
+                std::memcpy(q2.raw(), oq.data, static_cast<std::size_t>(q2.nbytes()));
+                std::memcpy(k2.raw(), ok.data, static_cast<std::size_t>(k2.nbytes()));
+                INFO(name(X) << (safe ? " safe" : " notsafe") << ": misaligned by " << shift << " element(s) vs aligned");
+                CHECK(same_bytes(q1, q2));
+                CHECK(same_bytes(k1, k2));
+            }
 }
 
 TEST_CASE("cuda: every BK through the policy template, masked K tails", "[cuda][policy]") {

@@ -71,7 +71,7 @@ struct diag_item {
 
     __device__ diag_item(const diag_kernel_params<X>& dp_, diag_smem& sm_, const chunk_coords& c_, int s_, std::int64_t hv_, int lane_)
         : dp(dp_), P(dp_.p), sm(sm_), c(c_), hv(hv_), s(s_), lane(lane_) {
-        h = hv / (P.HV / P.H);
+        h = detail::udiv(hv, detail::udiv(P.HV, P.H));
         ns = static_cast<int>(c.n - static_cast<std::int64_t>(s) * BC < BC ? c.n - static_cast<std::int64_t>(s) * BC : BC);
         t0 = c.bos + c.t0 + static_cast<std::int64_t>(s) * BC;
         ref = BC / 2 < ns - 1 ? BC / 2 : ns - 1;  // the midpoint row
@@ -92,7 +92,7 @@ struct diag_item {
             const std::int64_t col = k0 + pc * per;
             float v[per];
             if (row < ns && col < P.K) {
-                const T* p = src + st.at(c.b, t0 + row, head) + col;
+                const T* p = src + (st.at(c.b, t0, head) + row * st.t + col);
                 if (vec && col + per <= P.K) {
                     const uint4 w = *reinterpret_cast<const uint4*>(p);
                     const T* e = reinterpret_cast<const T*>(&w);
@@ -306,9 +306,10 @@ __global__ void __launch_bounds__(32 * diag_warps) diag_kernel(const __grid_cons
     const std::int64_t items = P.chunks.num_chunks * per_chunk;
     for (std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * diag_warps + warp; item < items;
          item += static_cast<std::int64_t>(gridDim.x) * diag_warps) {
-        const std::int64_t i_t = item / per_chunk;
-        const int s = static_cast<int>((item % per_chunk) / P.HV);
-        const std::int64_t hv = item % P.HV;
+        const std::int64_t i_t = detail::udiv(item, per_chunk);
+        const std::int64_t in_chunk = item - i_t * per_chunk;
+        const int s = static_cast<int>(detail::udiv(in_chunk, P.HV));
+        const std::int64_t hv = in_chunk - s * P.HV;
         const chunk_coords c = locate_chunk(P.chunks, dp.num_sequences, i_t);
         if (c.n - static_cast<std::int64_t>(s) * diag_bc <= 0) continue;  // warp-uniform
         diag_item<X, SafeGate> w(dp, smem_all[warp], c, s, hv, lane);

@@ -2,18 +2,20 @@
 //
 // One thread block (4 warps) computes one (chunk, value head) work item at a time, in the phases of
 // detail/schedule.hpp, overridden here for the GPU but in the same order and with the seed's names:
-//   0. prefetch: beta of the chunk's rows and the diagonal blocks of Akkd into registers (their
-//      latency hides behind phase 1; they reach shared memory after it)
+//   0. prefetch: beta of the chunk's rows into a register, the chunk's rows of Akkd into shared
+//      memory by cp.async (both latencies hide behind phase 1)
 //   1. off-diagonal products, K in BK slices (tuning.hpp) copied to shared memory by cp.async,
-//      two stages (slice s + 1 lands while slice s computes):
-//        b_qg = q_si 2^(g_si - b_gn), b_kg = k_si 2^(g_si - b_gn)   (rows past n -> 0)
-//        b_kgt = k_sj 2^(b_gn - g_sj),   b_gn = g[first row of si]
+//      two stages (slice s + 1 lands while slice s is used). Each slice is first *built* into
+//      tensor-core operands, once per element (build_operands), with the first row gn_m and the
+//      last row gl_m of each sub-chunk m as gate references (every exponent <= 0):
+//        A:  q_si 2^(g_si - gn_si), k_si 2^(g_si - gn_si)   (rows past n -> 0; rounded to tf32)
+//        B:  ku_sj = k_sj 2^(gl_sj - g_sj),   f(si, sj) = 2^(gn_si - gl_sj)   (per column)
+//      so that the seed's b_kgt = k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj), formed per fragment;
 //        b_Aqk[si,sj] += b_qg b_kgt^T,  b_Akk[si,sj] += b_kg b_kgt^T       (si > sj)
 //      on tensor cores (mma.sync m16n8k8 tf32, fp32 accumulation). The NPAIR pairs are cut into
 //      2 NPAIR units of 16 x 8 (pair, half of sj's rows), ordered by si and dealt to the warps in
-//      contiguous runs, so a warp builds the gated A operands of an si once per k8 step for all its
-//      units of that si. Inside a k8 step the columns are permuted (k-slots tig, tig + 4 take the
-//      adjacent columns 2 tig, 2 tig + 1), so each operand pair is one shared-memory load.
+//      contiguous runs. The A operands are stored in fragment order (one 16-byte load per
+//      fragment); inside a k16 step the columns are permuted alike in A and B.
 //   2. b_Aqk *= scale -> shared; row r of b_Akk *= beta[t_r] -> shared (L_ij)
 //   3. diagonal inverses b_Ai[s] = (I + L_ss)^-1: forward substitution of Akkd in fp32, one
 //      sub-chunk per warp, one column per lane, in registers (safe gate: Akkd's lower triangle is
@@ -21,22 +23,24 @@
 //   4. block merge by distance d = i - j from the diagonal outwards:
 //        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)     (one 16 x 16 block per warp, tensor cores)
 //   5. coalesced stores of the off-diagonal Aqk blocks and the lower block triangle of Akk, rows
-//      < n only, Akk columns < n only: a warp per row, two adjacent columns per lane, one 2-element
-//      store where the outputs are aligned for it (launch.cuh: pair_out).
+//      < n only, Akk columns < n only: 16-byte stores of 8 adjacent columns per lane where the
+//      outputs are aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent
+//      columns per lane (pair_out) or single elements.
 //
-// Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (cvt.rna) and
+// Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (to_tf32) and
 // accumulates in the tensor core, as FLA does. fp32 splits every operand x = hi + lo into two tf32
 // numbers and sums all four partial products hi hi + hi lo + lo hi + lo lo of each k8 step into a
 // fresh accumulator, then adds it in fp32: a product is then as accurate as the split itself (at
 // most 2^-22 relative, and exact for operands of up to 22 significant bits), and the tensor core's
 // truncating accumulation (round toward zero) only ever sees 8 products at a time. Measured on the
-// conformance grids, this mode is as accurate as the CPU backend's fp32 FMA arithmetic.
+// conformance grids, this mode is as accurate as the CPU backend's fp32 FMA arithmetic. The B
+// operand's factorisation adds one fp32 rounding (2^-24) and one ex2.approx to each element.
 //
 // Shared memory is one buffer used twice (its lifetimes do not overlap; a barrier separates them):
-// the two pipeline stages of staging slices s_q, s_k [BT, BK] (X) and s_g [BT, BK] (fp32) during
-// phase 1, then the 16 x 16 fp32 tiles of phases 2-5; beta [BT] (fp32) has a region of its own.
-// Row pitches are padded by 16 bytes to spread the fragment loads over the banks (the 4-byte X pair
-// loads are conflict-free; the 8-byte g pair loads see about 2-way conflicts, docs/PERFORMANCE.md).
+// during phase 1 the two pipeline stages of raw slices s_q, s_k [BT, BK] (X) and s_g [BT, BK]
+// (fp32) plus the built operands of one slice; then the 16 x 16 fp32 tiles of phases 2-5. beta
+// [BT] and Akkd [BT, BC] (fp32) have regions of their own. The built operands are laid out for
+// conflict-free 16-byte fragment loads (fragment order for A, a row-parity swizzle for ku).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -59,8 +63,11 @@ template <class X>
 struct kernel_params {
     inter_solve_params<X> p;
     std::int64_t num_sequences = 0;  // varlen without chunk_indices: N, for the cu_seqlens search
+    std::int64_t group = 1;          // value heads per q/k head, HV / H
     bool vec_q = false, vec_k = false, vec_g = false;  // 16-byte loads (cp.async) are legal for this tensor
     bool pair_out = false;  // Aqk and Akk take stores of two adjacent elements (2 sizeof(X) aligned)
+    bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
+    bool vec_akkd = false;  // Akkd rows may be copied as 16-byte vectors
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -100,11 +107,16 @@ __device__ __forceinline__ float2 load_pair(const fp16_t* p) {
 // ---------------------------------------------------------------------------------------------
 // Tensor-core primitives (sm_80 and later; nothing Hopper-only).
 
-/// x rounded to tf32 (10-bit mantissa), round to nearest, ties away: the tensor core ignores the
-/// 13 low bits, so truncation would be its default.
+/// x rounded to tf32 (10-bit mantissa), round to nearest: the tensor core ignores the 13 low bits,
+/// so truncation would be its default. Ties go to even on sm_90 (cvt.rn, a single instruction
+/// there) and away from zero on sm_80 (cvt.rna; .rn needs sm_90); they differ only at exact ties.
 __device__ __forceinline__ std::uint32_t to_tf32(float x) {
     std::uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));  // one instruction on sm_90 (ties to even)
+#else
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));  // sm_80: ties away (emulated either way)
+#endif
     return r;
 }
 
@@ -148,6 +160,12 @@ struct mma_policy<precision::tf32> {
     };
     __device__ static a_frag make_a(float a0, float a1, float a2, float a3) { return {{to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3)}}; }
     __device__ static b_frag make_b(float b0, float b1) { return {{to_tf32(b0), to_tf32(b1)}}; }
+    /// An A operand built once into shared memory is stored already rounded ...
+    __device__ static float prepare(float x) { return __uint_as_float(to_tf32(x)); }
+    /// ... so its fragment is the stored bits.
+    __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) {
+        return {{__float_as_uint(a0), __float_as_uint(a1), __float_as_uint(a2), __float_as_uint(a3)}};
+    }
     __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_m16n8k8(acc, a.hi, b.hi); }
 };
 
@@ -179,6 +197,9 @@ struct mma_policy<precision::fp32> {
         split(b1, f.hi[1], f.lo[1]);
         return f;
     }
+    /// Built operands are stored unrounded and split when their fragment is formed.
+    __device__ static float prepare(float x) { return x; }
+    __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) { return make_a(a0, a1, a2, a3); }
     __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) {
         float t[4] = {0.f, 0.f, 0.f, 0.f};
         mma_m16n8k8(t, a.lo, b.lo);
@@ -221,12 +242,20 @@ struct kernel_traits {
     static constexpr int threads = 32 * warps;
     static constexpr int units = 2 * NPAIR;  // phase-1 products of 16 x 8: (pair, half of sj)
     static constexpr int units_per_warp = units > 0 ? (units + warps - 1) / warps : 1;
-    // staging (phase 1): pitches padded by 16 bytes (bank spread, 16-byte aligned rows)
-    static constexpr int x_ld = BK + 16 / static_cast<int>(sizeof(X));  // s_q, s_k [BT, BK] in X
-    static constexpr int g_ld = BK + 4;                                  // s_g [BT, BK] in fp32
+    // staging (phase 1): the raw slices, rows of BK elements (no padding: the build reads rows)
+    static constexpr int x_ld = BK;  // s_q, s_k [BT, BK] in X
+    static constexpr int g_ld = BK;  // s_g [BT, BK] in fp32
     static constexpr int x_bytes = BT * x_ld * static_cast<int>(sizeof(X));
     static constexpr int g_bytes = BT * g_ld * 4;
     static constexpr int staging_bytes = 2 * x_bytes + g_bytes;  // one stage
+    // built operands of one slice (phase 1), fp32: the gated A operands of sub-chunks 1 .. NC - 1
+    // (q and k) in mma fragment order (chunk_kernel::a_slot), the up-gated k of sub-chunks
+    // 0 .. NC - 2 as rows of BK with 16-byte chunks swizzled (op_at), the per-pair column factors
+    // as plain rows of BK
+    static constexpr int op_rows = (NC - 1) * BC;
+    static constexpr int off_op_aq = 0, off_op_ak = op_rows * BK, off_op_ku = 2 * op_rows * BK, off_op_f = 3 * op_rows * BK;
+    static constexpr int ops_bytes = (3 * op_rows + NPAIR) * BK * 4;
+    static constexpr int phase1_bytes = stages * staging_bytes + ops_bytes;
     static constexpr int diag_per_warp = (NC + warps - 1) / warps;  // diagonal blocks per warp (phase 3)
     // tiles (phases 2-5), [BC, BC] fp32 each
     static constexpr int t_ld = BC + 4;
@@ -237,12 +266,13 @@ struct kernel_traits {
     static constexpr int off_aoff = off_ai + NC * tile_floats;     // NPAIR merged blocks Ai_ij
     static constexpr int off_tmp = off_aoff + NPAIR * tile_floats; // one scratch tile per warp
     static constexpr int tiles_bytes = (off_tmp + warps * tile_floats) * 4;
-    static constexpr int union_bytes = stages * staging_bytes > tiles_bytes ? stages * staging_bytes : tiles_bytes;
+    static constexpr int union_bytes = phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes;
     static constexpr int off_beta_bytes = union_bytes;               // beta of the chunk's rows [BT] fp32 (own region)
-    static constexpr int smem_bytes = union_bytes + BT * 4;
+    static constexpr int off_akkd_bytes = off_beta_bytes + BT * 4;   // Akkd of the chunk's rows [BT, BC] fp32 (own region)
+    static constexpr int smem_bytes = off_akkd_bytes + BT * BC * 4;
 
     static_assert(BC == 16, "The CUDA kernel's tiles are 16 x 16: BC must be 16.");
-    static_assert(BK % 8 == 0, "BK must be a multiple of the mma's k (8).");
+    static_assert(BK % 32 == 0, "The kernel's K slice must be a multiple of 32 (16-byte chunk swizzle of the built operands).");
     static_assert((x_ld * sizeof(X)) % 16 == 0 && (g_ld * 4) % 16 == 0, "Staging rows must stay 16-byte aligned for the vector stores.");
     static_assert(x_bytes % 16 == 0, "Each staging slice must start 16-byte aligned.");
     static_assert(units_per_warp <= 4, "Too many phase-1 units per warp for the register budget.");
@@ -250,7 +280,7 @@ struct kernel_traits {
     static_assert(staging_bytes % 16 == 0, "Each pipeline stage must start 16-byte aligned.");
     static_assert(BC % 2 == 0, "Pair stores never straddle a sub-chunk boundary.");
     static_assert((t_ld * 4) % 16 == 0 && (off_ai * 4) % 16 == 0 && (tile_floats * 4) % 16 == 0, "Tile rows must be 16-byte aligned (float4 row loads).");
-    static_assert(x_ld % 2 == 0 && g_ld % 2 == 0, "Staged rows must keep operand pairs 2-element aligned.");
+    static_assert((stages * staging_bytes) % 16 == 0, "The built operands must start 16-byte aligned.");
 };
 
 /// Index of the off-diagonal pair (si, sj), si > sj, as in tile_config::pair.
@@ -284,9 +314,9 @@ struct chunk_kernel {
 
     __device__ chunk_kernel(const kernel_params<X>& kp_, std::int64_t item, unsigned char* smem_)
         : kp(kp_), P(kp_.p), smem(smem_) {
-        const std::int64_t i_t = item / P.HV;
-        hv = item % P.HV;
-        h = hv / (P.HV / P.H);
+        const std::int64_t i_t = detail::udiv(item, P.HV);
+        hv = item - i_t * P.HV;
+        h = detail::udiv(hv, kp_.group);
         c = locate_chunk(P.chunks, kp.num_sequences, i_t);
         NS = static_cast<int>((c.n + BC - 1) / BC);
         tid = static_cast<int>(threadIdx.x);
@@ -309,6 +339,7 @@ struct chunk_kernel {
     __device__ X* s_k(int st) const { return reinterpret_cast<X*>(smem + st * traits::staging_bytes + traits::x_bytes); }        // [BT, BK]
     __device__ float* s_g(int st) const { return reinterpret_cast<float*>(smem + st * traits::staging_bytes + 2 * traits::x_bytes); }  // [BT, BK]
     __device__ float* s_beta() const { return reinterpret_cast<float*>(smem + traits::off_beta_bytes); }  // [BT]
+    __device__ float* s_akkd() const { return reinterpret_cast<float*>(smem + traits::off_akkd_bytes); }  // [BT, BC]
     __device__ float* tiles() const { return reinterpret_cast<float*>(smem); }
     __device__ float* s_aqk(int si, int sj) const { return tiles() + traits::off_aqk + pair_index(si, sj) * tile_floats; }  // [BC, BC]
     __device__ float* s_l(int si, int sj) const { return tiles() + traits::off_l + pair_index(si, sj) * tile_floats; }      // [BC, BC]
@@ -324,26 +355,27 @@ struct chunk_kernel {
     }
 
     // =============================================================================================
-    // Prefetch: beta and the diagonal blocks of Akkd are loaded into registers before phase 1, so
-    // their latency hides behind it (they land in shared memory after phase 1, see park/phase 3).
+    // Prefetch: beta of the chunk's rows into a register (it lands in shared memory after phase 1),
+    // and the chunk's rows of Akkd into their own shared region by cp.async (they complete with the
+    // first K slice's group; rows past the chunk's end are zero-filled), so both latencies hide
+    // behind phase 1.
 
-    float pf_beta = 0.f;                                // beta of row tid (tid < n)
-    float pf_diag[traits::diag_per_warp][BC * BC / 32];  // this warp's Akkd blocks, element lane + 32 i
+    float pf_beta = 0.f;  // beta of row tid (tid < n)
 
     __device__ void prefetch() {
         const int n = static_cast<int>(c.n);
         if (tid < n) pf_beta = beta_at(token(tid));
+        constexpr int PER_ROW = BC / 4, TOTAL = BT * PER_ROW;
+        const float* base = P.Akkd + P.Akkd_s.at(c.b, token(0), hv);
+        float* dst = s_akkd();
+        for (int idx = tid; idx < TOTAL; idx += threads) {
+            const int r = idx / PER_ROW, col = (idx % PER_ROW) * 4;
+            const bool ok = r < n;
+            if (kp.vec_akkd) {
+                cp_async16(dst + r * BC + col, ok ? base + (r * P.Akkd_s.t + col) : P.Akkd, ok);
+            } else {
 #pragma unroll
-        for (int d = 0; d < traits::diag_per_warp; ++d) {
-            const int s = warp + d * warps;
-            const int nrow = rows(s < NC ? s : 0);
-#pragma unroll
-            for (int i = 0; i < BC * BC / 32; ++i) {
-                const int e = lane + 32 * i;
-                const int r = e / BC, j = e % BC;
-                float v = 0.f;
-                if (s < NS && r < nrow && (Mode::safe_gate ? j <= r : j < r)) v = P.Akkd[P.Akkd_s.at(c.b, token(s * BC + r), hv) + j];
-                pf_diag[d][i] = v;
+                for (int e = 0; e < 4; ++e) dst[r * BC + col + e] = ok ? base[r * P.Akkd_s.t + col + e] : 0.f;
             }
         }
     }
@@ -351,55 +383,85 @@ struct chunk_kernel {
     // =============================================================================================
     // Phase 1: off-diagonal products.
 
-    /// Stages columns [k0, k0 + BK) of the chunk's BT rows of src into dst (pitch LD); rows past the
-    /// chunk's end and columns past K are zero. With `vec` (16-byte alignment, see launch.cuh) as
-    /// cp.async copies that complete asynchronously (the caller commits and waits); else element by
-    /// element through registers (complete when the caller's barrier passes).
+    /// A thread's share of staging one tensor's K slices by 16-byte cp.async copies: rows
+    /// r0 + it RPI of the chunk (it < ITERS) at column col of every slice. The row pointers are
+    /// worked out once per item (every row of a chunk lies in one sequence: a base and a stride).
+    template <class T>
+    struct stage_plan {
+        static constexpr int PER = 16 / static_cast<int>(sizeof(T)), PER_ROW = BK / PER, TOTAL = BT * PER_ROW;
+        static constexpr int ITERS = (TOTAL + threads - 1) / threads, RPI = threads / PER_ROW;
+        static_assert(threads % PER_ROW == 0, "A thread's rows must be a fixed stride apart.");
+        const T* p0;        // row r0, column col of slice 0 (dereferenced only where ok)
+        std::int64_t step;  // RPI rows
+        int r0, col;
+        unsigned ok_rows;  // bit it: row r0 + it RPI is inside the chunk (and the copy exists)
+    };
+
+    template <class T>
+    __device__ stage_plan<T> plan(const T* src, const axis_strides& st, std::int64_t head) const {
+        using PL = stage_plan<T>;
+        stage_plan<T> r;
+        r.r0 = tid / PL::PER_ROW;
+        r.col = (tid % PL::PER_ROW) * PL::PER;
+        r.step = static_cast<std::int64_t>(PL::RPI) * st.t;
+        r.p0 = src + (st.at(c.b, token(0), head) + r.r0 * st.t + r.col);
+        r.ok_rows = 0;
+#pragma unroll
+        for (int it = 0; it < PL::ITERS; ++it)
+            if (tid + it * threads < PL::TOTAL && r.r0 + it * PL::RPI < c.n) r.ok_rows |= 1u << it;
+        return r;
+    }
+
+    /// Stages columns [k0, k0 + BK) of the chunk's BT rows into dst (pitch LD) as cp.async copies
+    /// that complete asynchronously (the caller commits and waits); rows past the chunk's end and
+    /// columns at or past klim = K - k0 are zero-filled.
     template <class T, int LD>
-    __device__ void stage(T* dst, const T* src, const axis_strides& st, std::int64_t head, int k0, bool vec) const {
-        if (vec) {
-            constexpr int per = 16 / static_cast<int>(sizeof(T));
-            constexpr int per_row = BK / per;
-            constexpr int total = BT * per_row;
-            constexpr int iters = (total + threads - 1) / threads;
+    __device__ void stage_vec(T* dst, const T* src, const stage_plan<T>& pl, int k0, int klim) const {
+        using PL = stage_plan<T>;
 #pragma unroll
-            for (int it = 0; it < iters; ++it) {
-                const int idx = tid + it * threads;
-                if (total % threads != 0 && idx >= total) break;
-                const int r = idx / per_row;
-                const std::int64_t col = k0 + (idx % per_row) * per;
-                const bool ok = r < c.n && col < P.K;
-                const T* g = ok ? src + st.at(c.b, token(r), head) + col : src;
-                cp_async16(dst + r * LD + (idx % per_row) * per, g, ok);
-            }
-        } else {
-            // fallback for unaligned tensors: batches of 4 loads, then their 4 stores (few registers)
-            constexpr int total = BT * BK;
-            constexpr int batch = 4;
+        for (int it = 0; it < PL::ITERS; ++it) {
+            if (PL::TOTAL % threads != 0 && tid + it * threads >= PL::TOTAL) break;
+            const bool ok = ((pl.ok_rows >> it) & 1u) != 0 && pl.col < klim;
+            cp_async16(dst + (pl.r0 + it * PL::RPI) * LD + pl.col, ok ? pl.p0 + (it * pl.step + k0) : src, ok);
+        }
+    }
+
+    /// The same for tensors that are not 16-byte aligned: element by element through registers
+    /// (complete when the caller's barrier passes), batches of 4 loads, then their 4 stores.
+    template <class T, int LD>
+    __device__ void stage_scalar(T* dst, const T* src, const axis_strides& st, std::int64_t head, int k0) const {
+        constexpr int total = BT * BK;
+        constexpr int batch = 4;
 #pragma unroll 1
-            for (int i0 = tid; i0 < total; i0 += batch * threads) {
-                T v[batch];
+        for (int i0 = tid; i0 < total; i0 += batch * threads) {
+            T v[batch];
 #pragma unroll
-                for (int it = 0; it < batch; ++it) {
-                    const int idx = i0 + it * threads;
-                    const int r = idx / BK;
-                    const std::int64_t col = k0 + idx % BK;
-                    v[it] = T{};
-                    if (idx < total && r < c.n && col < P.K) v[it] = src[st.at(c.b, token(r), head) + col];
-                }
+            for (int it = 0; it < batch; ++it) {
+                const int idx = i0 + it * threads;
+                const int r = idx / BK;
+                const std::int64_t col = k0 + idx % BK;
+                v[it] = T{};
+                if (idx < total && r < c.n && col < P.K) v[it] = src[st.at(c.b, token(r), head) + col];
+            }
 #pragma unroll
-                for (int it = 0; it < batch; ++it) {
-                    const int idx = i0 + it * threads;
-                    if (idx < total) dst[(idx / BK) * LD + idx % BK] = v[it];
-                }
+            for (int it = 0; it < batch; ++it) {
+                const int idx = i0 + it * threads;
+                if (idx < total) dst[(idx / BK) * LD + idx % BK] = v[it];
             }
         }
     }
 
-    __device__ void stage_slice(int st, int k0) const {
-        stage<X, x_ld>(s_q(st), P.q, P.q_s, h, k0, kp.vec_q);
-        stage<X, x_ld>(s_k(st), P.k, P.k_s, h, k0, kp.vec_k);
-        stage<float, g_ld>(s_g(st), P.g, P.g_s, hv, k0, kp.vec_g);
+    struct stage_plans {
+        stage_plan<X> q, k;
+        stage_plan<float> g;
+    };
+
+    __device__ void stage_slice(const stage_plans& pl, int st, int k0) const {
+        const std::int64_t left = P.K - k0;
+        const int klim = left < BK ? static_cast<int>(left) : BK;
+        if (kp.vec_q) stage_vec<X, x_ld>(s_q(st), P.q, pl.q, k0, klim); else stage_scalar<X, x_ld>(s_q(st), P.q, P.q_s, h, k0);
+        if (kp.vec_k) stage_vec<X, x_ld>(s_k(st), P.k, pl.k, k0, klim); else stage_scalar<X, x_ld>(s_k(st), P.k, P.k_s, h, k0);
+        if (kp.vec_g) stage_vec<float, g_ld>(s_g(st), P.g, pl.g, k0, klim); else stage_scalar<float, g_ld>(s_g(st), P.g, P.g_s, hv, k0);
     }
 
     /// Unit u (16 x 8 product) -> sub-chunk si and the 8-column tile j8 of the block row si
@@ -411,52 +473,128 @@ struct chunk_kernel {
         j8 = u - si * (si - 1);
     }
 
-    /// This warp's units over one staged K slice, k in [0, kmax). The A operands (q_si, k_si gated
-    /// down to the first row of si) are built once per k8 step and shared by the warp's units of
-    /// that si; the B operand (k_sj gated up to the same reference) per unit.
-    __device__ void slice_products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], const int (&u_si)[UPW], const int (&u_j8)[UPW], int st,
-                                   int kmax) const {
+    // ---- built operands of one slice: fp32 rows of BK, 16-byte chunks swizzled by the row's
+    // parity so that the fragment loads (two rows x four chunks per quarter warp) hit 32 banks.
+    __device__ static int op_at(int row, int col) { return row * BK + (((col >> 2) ^ ((row & 1) << 2)) << 2) + (col & 3); }
+    __device__ float* ops() const { return reinterpret_cast<float*>(smem + traits::stages * traits::staging_bytes); }
+
+    /// Four adjacent staged elements as floats (p 4-element aligned).
+    __device__ static float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+    __device__ static float4 load4(const bf16_t* p) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u), __uint_as_float(w.y << 16),
+                           __uint_as_float(w.y & 0xffff0000u));
+    }
+    __device__ static float4 load4(const fp16_t* p) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x)), b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+    __device__ static float4 exp2_diff(float4 a, float4 b) {
+        return make_float4(fast_exp2(a.x - b.x), fast_exp2(a.y - b.y), fast_exp2(a.z - b.z), fast_exp2(a.w - b.w));
+    }
+
+    /// A operands in mma fragment order: the 16-byte slot of lane (g, t) for A sub-chunk a (= si - 1),
+    /// k16 step kq and k8 half h holds {A[g][c], A[g + 8][c], A[g][c + 1], A[g + 8][c + 1]},
+    /// c = 16 kq + 4 t + 2 h: one 16-byte load is a whole fragment (k-slots t, t + 4 <- c, c + 1).
+    __device__ static int a_slot(int a, int kq, int hf, int lane_) { return (((a * (BK / 16) + kq) * 2 + hf) * 32 + lane_) * 4; }
+
+    /// Builds the operands of staged slice st, once per element (rows of sub-chunk m, reference
+    /// rows gn_m = first row of m, gl_m = last row of m; every exponent is <= 0):
+    ///   A: aq = q 2^(g - gn_m), ak = k 2^(g - gn_m)       m = 1 .. NS - 1 (rows past n: 0)
+    ///   B: ku = k 2^(gl_m - g)                            m = 0 .. NS - 2 (full sub-chunks)
+    ///   f(si, sj) = 2^(gn_si - gl_sj)                     si > sj, si < NS
+    /// so that k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj) (the seed's b_kgt), formed per fragment.
+    /// A operands are stored as the precision's prepared values (tf32: already rounded). A task is
+    /// the rows p, p + 8 of sub-chunk m at the four columns 16 kq + 4 t .. + 3, i.e. the lane (p, t)
+    /// slots of both k8 halves: consecutive lanes take consecutive t, then p.
+    __device__ void build_operands(int st) const {
         const X* sq = s_q(st);
         const X* sk = s_k(st);
         const float* sg = s_g(st);
-#pragma unroll 1
-        for (int kk = 0; kk < BK; kk += 8) {
-            if (kk >= kmax) break;
-            // The k8 step's columns are permuted (the mma sums over k, so A and B only need the same
-            // order): fragment k-slots tig and tig + 4 take the adjacent columns c0 = kk + 2 tig and
-            // c0 + 1, so every operand pair is one shared-memory load.
-            const int c0 = kk + 2 * tig;
+        float* op = ops();
+        constexpr int KQ = BK / 16;
+        const int n = static_cast<int>(c.n);
+#pragma unroll
+        for (int task = tid; task < BT * BK / 8; task += threads) {
+            const int t = task % 4, p = (task / 4) % 8, kq = (task / 32) % KQ, m = task / (32 * KQ);
+            if (m >= NS) break;  // m ascends with task (warp-uniform)
+            const int col = 16 * kq + 4 * t;
+            const int r0 = m * BC + p, r1 = r0 + 8;
+            // rows past n: q = k = 0 (zero-filled) with the gate of the reference row (2^0), not
+            // their staged g = 0 (2^(0 - gn) may be inf, and 0 inf is NaN); only A reads them
+            const float4 g0 = load4(sg + (r0 < n ? r0 : m * BC) * g_ld + col), g1 = load4(sg + (r1 < n ? r1 : m * BC) * g_ld + col);
+            const float4 k0 = load4(sk + r0 * x_ld + col), k1 = load4(sk + r1 * x_ld + col);
+            if (m >= 1) {
+                const float4 gn = load4(sg + m * BC * g_ld + col);
+                const float4 e0 = exp2_diff(g0, gn), e1 = exp2_diff(g1, gn);
+                const float4 q0 = load4(sq + r0 * x_ld + col), q1 = load4(sq + r1 * x_ld + col);
+                float* aq = op + traits::off_op_aq + a_slot(m - 1, kq, 0, 4 * p + t);
+                float* ak = op + traits::off_op_ak + a_slot(m - 1, kq, 0, 4 * p + t);
+                constexpr int half = 32 * 4;  // floats from the first k8 half's slots to the second's
+                auto prep = [](float a, float ea, float b, float eb, float c_, float ec, float d, float ed) {
+                    return make_float4(mma::prepare(a * ea), mma::prepare(b * eb), mma::prepare(c_ * ec), mma::prepare(d * ed));
+                };
+                *reinterpret_cast<float4*>(aq) = prep(q0.x, e0.x, q1.x, e1.x, q0.y, e0.y, q1.y, e1.y);
+                *reinterpret_cast<float4*>(aq + half) = prep(q0.z, e0.z, q1.z, e1.z, q0.w, e0.w, q1.w, e1.w);
+                *reinterpret_cast<float4*>(ak) = prep(k0.x, e0.x, k1.x, e1.x, k0.y, e0.y, k1.y, e1.y);
+                *reinterpret_cast<float4*>(ak + half) = prep(k0.z, e0.z, k1.z, e1.z, k0.w, e0.w, k1.w, e1.w);
+            }
+            if (m + 1 < NS) {
+                const float4 gl = load4(sg + (m * BC + BC - 1) * g_ld + col);
+                const float4 u0 = exp2_diff(gl, g0), u1 = exp2_diff(gl, g1);
+                *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r0, col)) = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
+                *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r1, col)) = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
+            }
+        }
+        constexpr int CPR = BK / 4;  // 4-column groups per row
+        for (int task = tid; task < traits::NPAIR * CPR; task += threads) {
+            const int pr = task / CPR, col = (task % CPR) * 4;
+            int si, sj;
+            pair_of(pr, si, sj);
+            if (si >= NS) break;  // pairs ascend in si
+            const float4 f = exp2_diff(load4(sg + si * BC * g_ld + col), load4(sg + (sj * BC + BC - 1) * g_ld + col));
+            *reinterpret_cast<float4*>(op + traits::off_op_f + pr * BK + col) = f;
+        }
+    }
+
+    /// This warp's units over the built operands of one slice, k in [0, kmax). Inside a k16 step
+    /// the columns are permuted (the mma sums over k, so A and B only need the same order): k8
+    /// half h gives k-slots tig, tig + 4 the columns 4 tig + 2 h, 4 tig + 2 h + 1. A fragments are
+    /// one 16-byte load each (a_slot); the B rows of lane (gid, tig) are one 16-byte chunk of ku,
+    /// times the pair's column factors, rounded per fragment.
+    __device__ void slice_products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], const int (&u_si)[UPW], const int (&u_j8)[UPW], int kmax) const {
+        const float* op = ops();
+        // Every row this lane loads has the parity of gid, so the swizzled chunk of k16 step kq is
+        // 4 (kq ^ (gid & 1)) + tig: a lane offset per parity of kq plus 32 per pair of steps.
+        const int lo0 = 16 * (gid & 1) + 4 * tig, lo1 = 16 * ((gid & 1) ^ 1) + 4 * tig;
+#pragma unroll
+        for (int kq = 0; kq < BK / 16; ++kq) {
+            if (16 * kq >= kmax) break;
+            const int lo = ((kq & 1) ? lo1 : lo0) + 32 * (kq >> 1);
             int cur = -1;
-            typename mma::a_frag b_qg, b_kg;
-            float2 gn = make_float2(0.f, 0.f);
+            typename mma::a_frag qa[2], ka[2];
 #pragma unroll
             for (int i = 0; i < UPW; ++i) {
                 const int si = u_si[i];
                 if (si < 0) break;  // warp-uniform: no more units for this warp
                 if (si != cur) {    // warp-uniform
                     cur = si;
-                    const int ra = si * BC + gid;  // A rows ra, ra + 8
-                    const int nrow = rows(si);
-                    const bool va0 = gid < nrow, va1 = gid + 8 < nrow;
-                    gn = load_pair(sg + si * BC * g_ld + c0);  // reference gate: first row of si
-                    // [16, 8] gate of the A rows, 2^(g - gn) <= 1; rows past the chunk's end are 0 (a
-                    // select, not a product: their staged g is 0, and 2^(0 - gn) may be inf)
-                    const float2 g0 = load_pair(sg + ra * g_ld + c0), g1 = load_pair(sg + (ra + 8) * g_ld + c0);
-                    const float e00 = va0 ? fast_exp2(g0.x - gn.x) : 0.f;
-                    const float e10 = va1 ? fast_exp2(g1.x - gn.x) : 0.f;
-                    const float e01 = va0 ? fast_exp2(g0.y - gn.y) : 0.f;
-                    const float e11 = va1 ? fast_exp2(g1.y - gn.y) : 0.f;
-                    const float2 q0 = load_pair(sq + ra * x_ld + c0), q1 = load_pair(sq + (ra + 8) * x_ld + c0);
-                    const float2 k0 = load_pair(sk + ra * x_ld + c0), k1 = load_pair(sk + (ra + 8) * x_ld + c0);
-                    b_qg = mma::make_a(q0.x * e00, q1.x * e10, q0.y * e01, q1.y * e11);
-                    b_kg = mma::make_a(k0.x * e00, k1.x * e10, k0.y * e01, k1.y * e11);
+                    const float4 q0 = load4(op + traits::off_op_aq + a_slot(si - 1, kq, 0, lane)), q1 = load4(op + traits::off_op_aq + a_slot(si - 1, kq, 1, lane));
+                    const float4 k0 = load4(op + traits::off_op_ak + a_slot(si - 1, kq, 0, lane)), k1 = load4(op + traits::off_op_ak + a_slot(si - 1, kq, 1, lane));
+                    qa[0] = mma::make_a_prepared(q0.x, q0.y, q0.z, q0.w);
+                    qa[1] = mma::make_a_prepared(q1.x, q1.y, q1.z, q1.w);
+                    ka[0] = mma::make_a_prepared(k0.x, k0.y, k0.z, k0.w);
+                    ka[1] = mma::make_a_prepared(k1.x, k1.y, k1.z, k1.w);
                 }
-                // [8, 8] of b_kgt: k_sj 2^(gn - g_sj) <= 1 (every row of sj < si is inside the chunk)
-                const int rb = u_j8[i] * 8 + gid;  // B row (n index gid): row of sj = j8 / 2
-                const float2 kb = load_pair(sk + rb * x_ld + c0), gb = load_pair(sg + rb * g_ld + c0);
-                const typename mma::b_frag b_kgt = mma::make_b(kb.x * fast_exp2(gn.x - gb.x), kb.y * fast_exp2(gn.y - gb.y));
-                mma::mma(b_Aqk[i], b_qg, b_kgt);
-                mma::mma(b_Akk[i], b_kg, b_kgt);
+                const int sj = u_j8[i] / 2;
+                const float4 kb = load4(op + traits::off_op_ku + (u_j8[i] * 8 + gid) * BK + lo);  // B row (n index gid) of sj
+                const float4 f = load4(op + traits::off_op_f + pair_index(si, sj) * BK + 16 * kq + 4 * tig);
+                const typename mma::b_frag b0 = mma::make_b(kb.x * f.x, kb.y * f.y), b1 = mma::make_b(kb.z * f.z, kb.w * f.w);
+                mma::mma(b_Aqk[i], qa[0], b0);
+                mma::mma(b_Akk[i], ka[0], b0);
+                mma::mma(b_Aqk[i], qa[1], b1);
+                mma::mma(b_Akk[i], ka[1], b1);
             }
         }
     }
@@ -477,7 +615,8 @@ struct chunk_kernel {
         }
     }
 
-    /// Phase 1 over all K slices, pipelined: slice s + 1 is copied (cp.async) while slice s computes.
+    /// Phase 1 over all K slices, pipelined: slice s + 1 is copied (cp.async) while slice s is
+    /// built into operands and multiplied.
     __device__ void products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4]) {
 #pragma unroll
         for (int i = 0; i < UPW; ++i)
@@ -486,17 +625,20 @@ struct chunk_kernel {
         int u_si[UPW], u_j8[UPW];
         my_units(u_si, u_j8);
         const int nslices = static_cast<int>((P.K + BK - 1) / BK);
-        stage_slice(0, 0);
+        const stage_plans pl{plan(P.q, P.q_s, h), plan(P.k, P.k_s, h), plan(P.g, P.g_s, hv)};
+        stage_slice(pl, 0, 0);
         cp_async_commit();
         for (int s = 0; s < nslices; ++s) {
-            if (s + 1 < nslices) stage_slice((s + 1) % 2, (s + 1) * BK);  // its buffer was released at the end of s - 1
+            // the buffer of slice s + 1 held slice s - 1, whose build everyone finished before the
+            // middle barrier of s - 1
+            if (s + 1 < nslices) stage_slice(pl, (s + 1) % 2, (s + 1) * BK);
             cp_async_commit();
             cp_async_wait<1>();  // this thread's copies of slice s have landed
-            __syncthreads();     // ... and everyone's
+            __syncthreads();     // ... and everyone's; the products of s - 1 are done with the operands
+            build_operands(s % 2);
+            __syncthreads();  // the operands of s are built
             const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-            const int kmax = left < BK ? static_cast<int>(left) : BK;
-            slice_products(b_Aqk, b_Akk, u_si, u_j8, s % 2, kmax);
-            __syncthreads();  // slice s is consumed before its buffer is refilled
+            slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
         }
         cp_async_wait<0>();
         if (tid < BT) s_beta()[tid] = pf_beta;  // 0 past the chunk's end
@@ -543,12 +685,15 @@ struct chunk_kernel {
             const int s = warp + d * warps;
             if (s >= NS) break;
             float* b_Ai = s_ai(s, s);  // [BC, BC]
-            // Akkd's block (prefetched): strict lower part (L_ss), or lower part with the diagonal
-            // (safe gate: the inverse itself); zeros elsewhere, nothing past the chunk's end
+            // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with the
+            // diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the chunk's end
+            const int nrow = rows(s);
 #pragma unroll
             for (int i = 0; i < BC * BC / 32; ++i) {
                 const int e = lane + 32 * i;
-                b_Ai[(e / BC) * t_ld + e % BC] = pf_diag[d][i];
+                const int r = e / BC, j = e % BC;
+                const bool ok = r < nrow && (Mode::safe_gate ? j <= r : j < r);
+                b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
             }
             if constexpr (!Mode::safe_gate) {
                 __syncwarp();
@@ -651,7 +796,52 @@ struct chunk_kernel {
         }
     }
 
+    /// Eight adjacent fp32 values of a tile row (src 16-byte aligned) -> X, as 16-byte stores
+    /// (dst 8-element aligned, and 16-byte aligned: vec_out).
+    __device__ static void store8(X* dst, const float* src) {
+        const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
+        if constexpr (sizeof(X) == 2) {
+            const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            std::uint32_t w[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const X lo = from_float<X>(v[2 * e]), hi = from_float<X>(v[2 * e + 1]);
+                std::uint16_t l, h;
+                __builtin_memcpy(&l, &lo, 2);
+                __builtin_memcpy(&h, &hi, 2);
+                w[e] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
+            }
+            *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+        } else {
+            reinterpret_cast<float4*>(dst)[0] = a;
+            reinterpret_cast<float4*>(dst)[1] = b;
+        }
+    }
+
+    /// 16-byte stores: a lane writes 8 adjacent columns, BT / 8 lanes a row, 32 / (BT / 8) rows per
+    /// warp pass. Akk's last diagonal block of a partial chunk stops at column n - 1 (element stores).
+    __device__ void store_outputs_vec() const {
+        constexpr int CPR = BT / 8, RPP = 32 / CPR;
+        const int n = static_cast<int>(c.n);
+        const int col = (lane % CPR) * 8;
+        const int sj = col / BC, cc = col % BC;
+        for (int r = warp * RPP + lane / CPR; r - lane / CPR < n; r += warps * RPP) {
+            const int si = r / BC, rr = r % BC;
+            if (r >= n || sj > si) continue;
+            const std::int64_t t = token(r);
+            if (sj < si) store8(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc);
+            X* akk = P.Akk + P.Akk_s.at(c.b, t, hv) + col;
+            const float* ai = s_ai(si, sj) + rr * t_ld + cc;
+            if (col + 8 <= n) {
+                store8(akk, ai);
+            } else {
+                for (int e = 0; col + e < n; ++e) akk[e] = from_float<X>(ai[e]);
+            }
+        }
+    }
+
     __device__ void store_outputs() const {
+        if (kp.vec_out) return store_outputs_vec();
         const int n = static_cast<int>(c.n);
         const bool vec = kp.pair_out;
         for (int r = warp; r < n; r += warps) {
@@ -680,8 +870,12 @@ struct chunk_kernel {
         prefetch();
         if (NS > 1) {
             float b_Aqk[UPW][4], b_Akk[UPW][4];
-            products(b_Aqk, b_Akk);
+            products(b_Aqk, b_Akk);  // ends with every copy landed and a barrier
             park_products(b_Aqk, b_Akk);
+        } else {
+            cp_async_commit();
+            cp_async_wait<0>();
+            __syncthreads();  // Akkd has landed
         }
         diagonal_inverses();
         __syncthreads();

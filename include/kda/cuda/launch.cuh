@@ -21,17 +21,20 @@
 
 namespace kda::cuda {
 
-/// Whether the kernel may read rows of `t` as 16-byte vectors: a 16-byte aligned base, 16-byte
-/// multiples for the strides of every axis with more than one index, and K a multiple of the
-/// vector width (so that no vector straddles the end of a row).
-inline bool vector_loads_ok(const tensor_ref& t, std::int64_t K) {
+/// Whether the rows of `t` may be accessed as 16-byte vectors at element offsets that are multiples
+/// of the vector width: a 16-byte aligned base and 16-byte multiples for the strides of every axis
+/// with more than one index.
+inline bool rows_vector_aligned(const tensor_ref& t) {
     const std::int64_t es = size_of(t.type);
     if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
-    if (K % (16 / es) != 0) return false;
     for (int d = 0; d < t.rank - 1; ++d)
         if (t.shape[d] > 1 && (t.stride[d] * es) % 16 != 0) return false;
     return true;
 }
+
+/// Whether the kernel may read rows of `t` as 16-byte vectors: aligned rows, and K a multiple of
+/// the vector width (so that no vector straddles the end of a row).
+inline bool vector_loads_ok(const tensor_ref& t, std::int64_t K) { return K % (16 / size_of(t.type)) == 0 && rows_vector_aligned(t); }
 
 /// Whether the rows of output `t` take stores of two adjacent elements at even columns: a base
 /// aligned to 2 elements and even strides for every axis with more than one index.
@@ -64,10 +67,13 @@ void launch_inter_solve(const cuda_backend& be, const inter_solve_problem& p, co
     kernel_params<X> kp;
     kp.p = make_params<X>(p, a, ci, ci64, num_chunks);
     kp.num_sequences = num_sequences;
+    kp.group = p.HV / p.H;
     kp.vec_q = vector_loads_ok(a.q, p.K);
     kp.vec_k = vector_loads_ok(a.k, p.K);
     kp.vec_g = vector_loads_ok(a.g, p.K);
     kp.pair_out = pair_stores_ok(as_const(a.Aqk)) && pair_stores_ok(as_const(a.Akk));
+    kp.vec_out = rows_vector_aligned(as_const(a.Aqk)) && rows_vector_aligned(as_const(a.Akk));
+    kp.vec_akkd = rows_vector_aligned(a.Akkd);
     const std::int64_t items = kp.p.num_items();
     if (items == 0) return;
 

@@ -20,10 +20,12 @@
 
 namespace kda::cuda::tuning {
 
-/// K slice per stage. 32 keeps two stages of q, k (X) and g (fp32) for BT = 64 under 40 KB, so
-/// four blocks fit in an SM beside the register limit. Measured on an H200 (bf16, K = 128, B1 T8192
-/// H96, not safe, tf32; bench/results/2026-12-02_h200_tuning_sweep.txt): BK 32 724 us, BK 64
-/// 929 us (72 KB of staging: 3 blocks/SM).
+/// K slice per stage. 32 keeps the shared memory of a BT = 64 block at 56 KB (two stages of raw
+/// q, k (X) and g (fp32) slices 32 KB, one slice's built operands 19 KB, Akkd 4 KB, beta), so four
+/// blocks fit in an SM beside the register limit; 64 would double the first two (3 blocks/SM).
+/// Measured on an H200 with the second session's kernel (bf16, K = 128, B1 T8192 H96, not safe,
+/// tf32; bench/results/2026-12-02_h200_tuning_sweep.txt): BK 32 724 us, BK 64 929 us; not
+/// re-measured for the third session's kernel (the built operands need BK % 32 == 0).
 constexpr int kernel_bk(int /*dispatcher_bk*/) {
 #ifdef KDA_CUDA_TUNE_BK
     return KDA_CUDA_TUNE_BK;

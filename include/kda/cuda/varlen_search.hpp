@@ -26,7 +26,7 @@ KDA_HOST_DEVICE inline chunk_coords locate_varlen_slot(const void* cu, bool cu_i
     std::int64_t lo = 0, hi = num_sequences - 1;  // the last n with S(n) <= v (S(0) = 0 <= v)
     while (lo < hi) {
         const std::int64_t mid = lo + (hi - lo + 1) / 2;
-        if (detail::load_index(cu, cu_is64, mid) / BT + mid <= v)
+        if (detail::udiv(detail::load_index(cu, cu_is64, mid), BT) + mid <= v)
             lo = mid;
         else
             hi = mid - 1;
@@ -35,7 +35,7 @@ KDA_HOST_DEVICE inline chunk_coords locate_varlen_slot(const void* cu, bool cu_i
     c.b = 0;
     c.bos = detail::load_index(cu, cu_is64, lo);
     const std::int64_t eos = detail::load_index(cu, cu_is64, lo + 1);
-    c.t0 = (v - (c.bos / BT + lo)) * BT;
+    c.t0 = (v - (detail::udiv(c.bos, BT) + lo)) * BT;
     const std::int64_t left = eos - c.bos - c.t0;
     c.n = left <= 0 ? 0 : (left < BT ? left : BT);
     return c;
