@@ -38,18 +38,19 @@ constexpr int kernel_bk(int /*dispatcher_bk*/) {
 constexpr int stages = 2;
 
 /// Minimum resident blocks (of 128 threads) per SM asked of ptxas: 4 caps registers at 128 per
-/// thread (the tf32 path: at most 104 bytes of spill loads, measured cheaper than the occupancy it
-/// buys: same shape as above, 4 blocks 724 us, 3 blocks 822 us, 2 blocks 819 us); the 3xTF32
-/// (fp32) path holds twice the fragments and gets 3 (<= 168 registers, no spills; 3 and 2 measured
-/// equal, 4 not measured).
+/// thread, which with 56 KB of shared memory per block is also the shared-memory limit. Measured
+/// on an H200 (bf16, K = 128, Google Benchmark, L2 flushed), third session's kernel: the 3xTF32
+/// (fp32) path at 4 blocks (<= 16 bytes of spills) against 3 (<= 161 registers, no spills): B1
+/// T8192 H96 572 / 594 us, B8 T4096 H32 757 / 783 us, B1 T1024 H32 (graph) 34.0 / 41.3 us (not
+/// safe). Second session's kernel, tf32: 4 blocks 724 us, 3 blocks 822 us, 2 blocks 819 us.
 constexpr int min_blocks(precision p, int /*x_size*/, int BT) {
 #ifdef KDA_CUDA_TUNE_MINB
     (void)p;
     (void)BT;
     return KDA_CUDA_TUNE_MINB;
 #else
-    if (BT > 64) return 2;
-    return p == precision::tf32 ? 4 : 3;
+    (void)p;
+    return BT > 64 ? 2 : 4;
 #endif
 }
 
