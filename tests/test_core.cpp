@@ -54,6 +54,25 @@ TEST_CASE("chunk_map covers every token exactly once", "[core][varlen]") {
     CHECK(dense(3).n == 36);
 }
 
+TEST_CASE("detail::udiv: 32-bit division where both operands fit, 64-bit otherwise, same quotients", "[core][varlen]") {
+    const std::int64_t big = std::int64_t{1} << 40;
+    const std::int64_t as[] = {0, 1, 63, 64, 65, 4294967295LL, 4294967296LL, big + 12345, 9223372036854775807LL};
+    const std::int64_t bs[] = {1, 3, 64, 4294967295LL, 4294967296LL, big};
+    for (std::int64_t a : as)
+        for (std::int64_t b : bs) {
+            INFO(a << " / " << b);
+            CHECK(kda::detail::udiv(a, b) == a / b);
+        }
+    // a dense grid past 2^32 chunks per batch row still maps chunk i to row i / chunks_per_row
+    kda::chunk_map dense;
+    dense.T = 64 * (std::int64_t{1} << 33);
+    dense.BT = 64;
+    dense.chunks_per_row = std::int64_t{1} << 33;
+    dense.num_chunks = 2 * dense.chunks_per_row;
+    CHECK(dense(dense.chunks_per_row + 5).b == 1);
+    CHECK(dense(dense.chunks_per_row + 5).t0 == 5 * 64);
+}
+
 TEST_CASE("layout checks: self-overlap and byte ranges", "[core][validate]") {
     kda::host_tensor t(kda::dtype::fp32, {2, 3, 4, 5});
     auto r = t.mref();
