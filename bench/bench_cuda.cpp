@@ -8,9 +8,11 @@
 // Counters: traffic_MB (the unique DRAM bytes a perfect kernel moves: q, k once per q/k head, g,
 // beta, Akkd, the off-diagonal Aqk blocks and Akk's lower block triangle), TBps (traffic / time)
 // and frac_copy (TBps / the device-to-device copy rate measured at start, read + write counted).
-// The intra/ benchmarks time the whole intra stage (kda::chunk_kda_intra: producer + inter-solve)
-// on the shapes of issue 6; their traffic is that of a fused stage (q, k, g, beta read; the lower
-// block triangles of Aqk and Akk written; no Akkd).
+// The intra/ benchmarks time the whole intra stage (kda::chunk_kda_intra: the fused kernel) on the
+// shapes of issue 6, intra2k/ the same through the two-kernel path (producer + inter-solve); their
+// traffic is that of a fused stage (q, k, g, beta read; the lower block triangles of Aqk and Akk
+// written; no Akkd). notma/ times the inter-solve step with per-thread copies instead of the
+// tensor copy engine (cuda_backend::use_tma = false).
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 
@@ -106,7 +108,7 @@ double intra_traffic_bytes(const shape& s, std::int64_t T) {
     return tok * (2.0 * s.H * s.K * X + s.HV * s.K * 4.0 + s.HV * X + 2.0 * s.HV * BC * (NC + 1) / 2 * X);
 }
 
-void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32, bool intra) {
+void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32, bool intra, int flags) {
     const auto launch = intra ? &kda_capi_intra : &kda_capi_inter_solve;
     std::int64_t T = s.T;
     std::vector<std::int64_t> cu{0};
@@ -132,7 +134,7 @@ void run_shape(benchmark::State& st, const shape& s, bool safe, bool tf32, bool 
     CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     kda_capi_call c{};
     c.dtype = s.dtype, c.BT = 64, c.B = s.B, c.T = T, c.H = s.H, c.HV = s.HV, c.K = s.K, c.scale = 1.0 / std::sqrt(static_cast<double>(s.K));
-    c.safe_gate = safe, c.tf32 = tf32, c.beta_fp32 = 0;
+    c.safe_gate = safe, c.tf32 = tf32, c.beta_fp32 = 0, c.flags = flags;
     c.q = q, c.k = k, c.g = g, c.beta = beta, c.Akkd = akkd, c.Aqk = aqk, c.Akk = akk, c.stream = stream;
     if (dcu != nullptr) c.cu_seqlens = dcu, c.cu_seqlens_host = cu.data(), c.num_seqs = static_cast<std::int64_t>(s.lengths.size());
     kda_capi_fill_inputs(&c, 42);
@@ -201,14 +203,28 @@ int main(int argc, char** argv) {
     benchmark::AddCustomContext("gpu", prop.name);
     benchmark::AddCustomContext("copy_TBps", std::to_string(g_copy_tbps));
     const auto all = shapes();
-    for (bool intra : {false, true})
-        for (std::size_t i = 0; i < all.size(); ++i) {
+    // groups: the inter-solve step; the intra stage (fused kernel); the intra stage through the
+    // two-kernel path (intra2k/); the inter-solve step with per-thread copies (notma/, two shapes)
+    struct group {
+        const char* prefix;
+        bool intra;
+        int flags;
+        std::size_t shapes;
+    };
+    const group groups[] = {{"", false, 0, all.size()},
+                            {"intra/", true, 0, 5},  // issue 6 names the first five shapes
+                            {"intra2k/", true, KDA_CAPI_TWO_KERNELS, 5},
+                            {"notma/", false, KDA_CAPI_NO_TMA, 2}};
+    for (const group& gr : groups)
+        for (std::size_t i = 0; i < gr.shapes; ++i) {
             const shape& s = all[i];
-            if (intra && i >= 5) break;  // issue 6 names the first five shapes
             for (int safe = 0; safe < 2; ++safe)
                 for (int tf32 = 1; tf32 >= 0; --tf32) {
-                    const std::string name = std::string(intra ? "intra/" : "") + s.name + (safe ? "/safe" : "/notsafe") + (tf32 ? "/tf32" : "/fp32");
-                    benchmark::RegisterBenchmark(name.c_str(), [s, safe, tf32, intra](benchmark::State& st) { run_shape(st, s, safe, tf32, intra); })
+                    if (gr.flags == KDA_CAPI_NO_TMA && !tf32) continue;
+                    const std::string name = std::string(gr.prefix) + s.name + (safe ? "/safe" : "/notsafe") + (tf32 ? "/tf32" : "/fp32");
+                    const bool intra = gr.intra;
+                    const int flags = gr.flags;
+                    benchmark::RegisterBenchmark(name.c_str(), [s, safe, tf32, intra, flags](benchmark::State& st) { run_shape(st, s, safe, tf32, intra, flags); })
                         ->UseManualTime()
                         ->Unit(benchmark::kMicrosecond)
                         ->Iterations(30);

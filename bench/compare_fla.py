@@ -14,6 +14,11 @@ Timing: L2 flushed (512 MiB zeroed) before every call, CUDA events around the ca
 perfect kernel moves (q, k once per q/k head, g, beta, Akkd, Aqk's off-diagonal blocks, Akk's
 lower block triangle); the copy limit is a 2 GiB device-to-device copy measured in the same run.
 Writes DIR/compare.json and, when matplotlib is present, DIR/compare.png.
+
+--stage intra times the whole intra stage instead: FLA's producer (token-parallel, or the safe-gate
+sub-chunk kernel) plus its inter-solve kernel against kda's chunk_kda_intra (the fused kernel) and
+kda's two-kernel path (producer + inter-solve, cuda_backend::fuse_intra = false), on the first five
+shapes; both kda paths are checked against FLA and against each other (DIR/compare_intra.json).
 """
 import argparse, ctypes, datetime, json, math, os, platform, subprocess, sys
 
@@ -27,7 +32,7 @@ class Call(ctypes.Structure):  # mirrors bench/kda_capi.h
     _fields_ = [("dtype", ctypes.c_int32), ("BT", ctypes.c_int32),
                 ("B", ctypes.c_int64), ("T", ctypes.c_int64), ("H", ctypes.c_int64), ("HV", ctypes.c_int64), ("K", ctypes.c_int64),
                 ("scale", ctypes.c_double),
-                ("safe_gate", ctypes.c_int32), ("tf32", ctypes.c_int32), ("beta_fp32", ctypes.c_int32), ("pad_", ctypes.c_int32),
+                ("safe_gate", ctypes.c_int32), ("tf32", ctypes.c_int32), ("beta_fp32", ctypes.c_int32), ("flags", ctypes.c_int32),
                 ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("g", ctypes.c_void_p), ("beta", ctypes.c_void_p), ("Akkd", ctypes.c_void_p),
                 ("Aqk", ctypes.c_void_p), ("Akk", ctypes.c_void_p),
                 ("cu_seqlens", ctypes.c_void_p), ("cu_seqlens_host", ctypes.c_void_p), ("chunk_indices", ctypes.c_void_p),
@@ -106,13 +111,16 @@ def written_masks(pos, T, cu):
     return m_aqk, m_akk
 
 
-def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk, Akk):
+FLAG_TWO_KERNELS, FLAG_NO_TMA = 1, 2  # kda_capi_call.flags (bench/kda_capi.h)
+
+
+def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk, Akk, flags=0):
     """run(tf32): one call of a kda_capi entry point (fn) on these torch tensors, on the current stream."""
     keep = []  # the varlen offsets (device, host) must outlive the calls
     calls = {}
     for tf32 in (1, 0):
         c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
-                 beta_fp32=0, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=akkd.data_ptr(),
+                 beta_fp32=0, flags=flags, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=akkd.data_ptr(),
                  Aqk=Aqk.data_ptr(), Akk=Akk.data_ptr())
         if cu is not None:
             if not keep:
@@ -164,6 +172,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", default="")
+    ap.add_argument("--flags", type=int, default=0, help="kda_capi_call.flags for kda's runs of the inter-solve table (2: no tensor copies)")
     ap.add_argument("--stage", choices=["inter-solve", "intra"], default="inter-solve",
                     help="inter-solve: the step alone (issue 5); intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
                          "producer + inter-solve kernels (issue 6)")
@@ -223,7 +232,7 @@ def main():
             torch.cuda.synchronize()
             Aqk_k = torch.zeros_like(Aqk_f)
             Akk_k = torch.zeros_like(Akk_f)
-            run_kda = kda_runner(lib.kda_capi_inter_solve, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, Akkd, Aqk_k, Akk_k)
+            run_kda = kda_runner(lib.kda_capi_inter_solve, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, Akkd, Aqk_k, Akk_k, a.flags)
             run_kda(1)
             torch.cuda.synchronize()
             m_aqk, m_akk = written_masks(pos, T, cu)
@@ -329,31 +338,39 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
             Akk_k = torch.zeros_like(Akk_f)
             ws = torch.empty(B, T, HV, BC, device="cuda", dtype=torch.float32)
             run_kda = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_k, Akk_k)
+            # kda's two-kernel path (producer + inter-solve, FLA's structure) on its own outputs
+            Aqk_2, Akk_2 = torch.zeros_like(Aqk_f), torch.zeros_like(Akk_f)
+            run_kda2 = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_2, Akk_2, FLAG_TWO_KERNELS)
+            run_kda2(1)
             run_kda(1)
             torch.cuda.synchronize()
             _, m_low = written_masks(pos, T, cu)  # lower block triangle, columns < chunk length
             m = m_low.view(1, T, 1, BT).expand(B, T, HV, BT)
             rel = lambda x, y: (torch.linalg.vector_norm(x - y) / max(torch.linalg.vector_norm(y).item(), 1e-30)).item()
             d_aqk, d_akk = rel(Aqk_k.float()[m], Aqk_f.float()[m]), rel(Akk_k.float()[m], Akk_f.float()[m])
-            untouched = bool((Aqk_k.float()[~m] == 0).all().item()) and bool((Akk_k.float()[~m] == 0).all().item())
+            d2_aqk, d2_akk = rel(Aqk_k.float()[m], Aqk_2.float()[m]), rel(Akk_k.float()[m], Akk_2.float()[m])
+            untouched = all(bool((t.float()[~m] == 0).all().item()) for t in (Aqk_k, Akk_k, Aqk_2, Akk_2))
             t_fla = time_it(run_fla, flush, a.reps, graph)
             t_tf32 = time_it(lambda: run_kda(1), flush, a.reps, graph)
             t_fp32 = time_it(lambda: run_kda(0), flush, a.reps, graph)
+            t_2k = time_it(lambda: run_kda2(1), flush, a.reps, graph)
             row = dict(shape=name, mode="safe" if safe else "not safe", fla_ms=t_fla, kda_tf32_ms=t_tf32, kda_fp32_ms=t_fp32,
-                       speedup=t_fla / t_tf32, kda_tbps=tb / (t_tf32 * 1e-3) / 1e12, fla_tbps=tb / (t_fla * 1e-3) / 1e12,
-                       copy_tbps=copy_tbps, traffic_mb=tb / 1e6, relrms_aqk=d_aqk, relrms_akk=d_akk, untouched_ok=untouched)
+                       kda_two_kernels_tf32_ms=t_2k, speedup=t_fla / t_tf32, kda_tbps=tb / (t_tf32 * 1e-3) / 1e12, fla_tbps=tb / (t_fla * 1e-3) / 1e12,
+                       copy_tbps=copy_tbps, traffic_mb=tb / 1e6, relrms_aqk=d_aqk, relrms_akk=d_akk, relrms_two_kernels_aqk=d2_aqk,
+                       relrms_two_kernels_akk=d2_akk, untouched_ok=untouched)
             row["pct_copy"] = 100 * row["kda_tbps"] / copy_tbps
             rows.append(row)
-            del q, k, g, beta, Aqk_f, Akk_f, Akkd_f, Aqk_k, Akk_k, ws
+            del q, k, g, beta, Aqk_f, Akk_f, Akkd_f, Aqk_k, Akk_k, Aqk_2, Akk_2, ws
             torch.cuda.empty_cache()
     hdr = (f"| {'shape':24s} | {'mode':8s} | FLA producer + inter-solve ms | kda intra tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | "
-           f"rel-RMS Aqk / Akk vs FLA |")
+           f"kda 2 kernels tf32 ms | rel-RMS Aqk / Akk vs FLA | vs kda 2 kernels |")
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|")
     for r in rows:
         print(f"| {r['shape']:24s} | {r['mode']:8s} | {r['fla_ms']:28.3f} | {r['kda_tf32_ms']:17.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
-              f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | "
-              f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} |")
+              f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | {r['kda_two_kernels_tf32_ms']:21.3f} | "
+              f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} | "
+              f"{r['relrms_two_kernels_aqk']:.1e} / {r['relrms_two_kernels_akk']:.1e} |")
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "compare_intra.json"), "w") as f:
         json.dump(dict(gpu=dev, torch=torch.__version__, copy_tbps=copy_tbps, rows=rows), f, indent=1)

@@ -4,7 +4,8 @@
 //
 //   int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen);   // 0: launched
 //
-// One launch on c->stream, no synchronisation. Varlen: cu_seqlens (device, int64) plus its host
+// One launch on c->stream (two for chunk_kda_intra's two-kernel path), no synchronisation; c->flags
+// picks the backend's options (kda_capi.h). Varlen: cu_seqlens (device, int64) plus its host
 // copy; chunk_indices optional (device + host, int64 [NT, 2]).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,6 +62,14 @@ lowered lower(const kda_capi_call* c) {
     return r;
 }
 
+kda::cuda_backend backend_of(const kda_capi_call* c) {
+    kda::cuda_backend be;
+    be.stream = static_cast<cudaStream_t>(c->stream);
+    be.fuse_intra = (c->flags & KDA_CAPI_TWO_KERNELS) == 0;
+    be.use_tma = (c->flags & KDA_CAPI_NO_TMA) == 0;
+    return be;
+}
+
 template <class F>
 int guarded(const kda_capi_call* c, char* err, int errlen, F&& f) {
     try {
@@ -80,7 +89,7 @@ int guarded(const kda_capi_call* c, char* err, int errlen, F&& f) {
 
 extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen) {
     return guarded(c, err, errlen, [&](const lowered& l) {
-        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, l.p, l.a);
+        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(backend_of(c), l.p, l.a);
     });
 }
 
@@ -92,7 +101,7 @@ extern "C" int kda_capi_intra(const kda_capi_call* c, char* err, int errlen) {
         ia.Akkd = kda::mutable_tensor_ref{const_cast<void*>(l.a.Akkd.data), l.a.Akkd.type, 4, l.a.Akkd.shape, l.a.Akkd.stride};
         ia.cu_seqlens = l.a.cu_seqlens, ia.cu_seqlens_host = l.a.cu_seqlens_host;
         ia.chunk_indices = l.a.chunk_indices, ia.chunk_indices_host = l.a.chunk_indices_host;
-        kda::chunk_kda_intra(kda::cuda_backend{static_cast<cudaStream_t>(c->stream)}, l.p, ia);
+        kda::chunk_kda_intra(backend_of(c), l.p, ia);
     });
 }
 

@@ -5,12 +5,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+enum { KDA_CAPI_TWO_KERNELS = 1, KDA_CAPI_NO_TMA = 2 };
 typedef struct kda_capi_call {
     int32_t dtype; /* 0 bf16, 1 fp16, 2 fp32 */
     int32_t BT;
     int64_t B, T, H, HV, K;
     double scale;
-    int32_t safe_gate, tf32, beta_fp32, pad_;
+    int32_t safe_gate, tf32, beta_fp32;
+    int32_t flags; /* KDA_CAPI_TWO_KERNELS: chunk_kda_intra as producer + inter-solve; KDA_CAPI_NO_TMA: no tensor copies */
     const void *q, *k, *g, *beta, *Akkd;
     void *Aqk, *Akk;
     const void *cu_seqlens, *cu_seqlens_host, *chunk_indices, *chunk_indices_host;
@@ -19,7 +21,7 @@ typedef struct kda_capi_call {
 } kda_capi_call;
 int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen);
 /* kda::chunk_kda_intra on the same fields: q, k, g, beta in; Aqk, Akk out; Akkd is the fp32
-   workspace [B, T, HV, 16] (written). */
+   workspace [B, T, HV, 16] (written by the two-kernel path only). */
 int kda_capi_intra(const kda_capi_call* c, char* err, int errlen);
 #ifdef __cplusplus
 }

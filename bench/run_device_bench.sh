@@ -30,9 +30,15 @@ for step in $STEPS; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
       PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/compare_fla.py --stage intra --lib .dev/libkda_capi.so --out $OUT ${COMPARE_ARGS:-} 2>&1 | grep -v Warning | tee $OUT/compare_intra.txt ;;
     ncu)
-      ncu --set full --clock-control none -k regex:inter_solve_kernel -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
-        --benchmark_filter="${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}" > $OUT/ncu.txt 2>&1
-      grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Issue Slots Busy|Shared Memory Configuration Size|Dynamic Shared|Waves Per SM|L2 Hit|No Eligible|Active Warps Per Scheduler|Eligible Warps" $OUT/ncu.txt | head -40 ;;
+      # ncu --set full on one launch per filter (NCU_FILTERS, space-separated benchmark names)
+      i=0
+      for f in ${NCU_FILTERS:-${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}}; do
+        i=$((i+1))
+        ncu --set full --clock-control none -k regex:inter_solve_kernel -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
+          --benchmark_filter="^$f/" > $OUT/ncu$i.txt 2>&1
+        echo "== ncu $f"
+        grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Issue Slots Busy|Shared Memory Configuration Size|Dynamic Shared|L2 Hit|No Eligible|Active Warps Per Scheduler|Eligible Warps" $OUT/ncu$i.txt | head -24
+      done ;;
     sass)
       # instruction mix of the inter-solve kernels (bf16, BT 64, tf32 / fp32, not safe): opcode counts
       for v in $VARIANTS; do
@@ -44,19 +50,32 @@ for step in $STEPS; do
       grep -A40 "Section: Source Counters" $OUT/ncu_source.txt | head -60
       grep -E "Stall|stall" $OUT/ncu_source.txt | head -30 ;;
     profile)
-      # per-instruction execution counts of one launch (build the variant with -lineinfo), summed
-      # per item, opcode and program window by bench/sass_profile.py
-      ncu --section SourceCounters --import-source yes --clock-control none -k regex:inter_solve_kernel -c 1 -o $OUT/profile \
-        .dev/kda_bench_cuda_${NCU_VARIANT:-cur} --benchmark_filter="${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}" > $OUT/profile.log 2>&1
-      ncu -i $OUT/profile.ncu-rep --page source --csv --print-source sass > $OUT/sass_src.csv 2>> $OUT/profile.log
-      python3 bench/sass_profile.py $OUT/sass_src.csv --items ${PROFILE_ITEMS:-16384} | tee $OUT/profile.txt ;;
+      # per-instruction execution counts and stall samples of one launch per filter (build the
+      # variant with -lineinfo), summed per item, opcode and program window by bench/sass_profile.py;
+      # the stall reasons (average warps stalled per issued instruction) and the speed-of-light,
+      # occupancy and bank-conflict figures beside them
+      i=0
+      for f in ${NCU_FILTERS:-${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}}; do
+        i=$((i+1))
+        ncu --section SourceCounters --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
+          --section MemoryWorkloadAnalysis_Tables --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
+          --import-source yes --clock-control none -k regex:inter_solve_kernel -c 1 -o $OUT/profile$i \
+          .dev/kda_bench_cuda_${NCU_VARIANT:-cur} --benchmark_filter="^$f/" > $OUT/profile$i.log 2>&1
+        ncu -i $OUT/profile$i.ncu-rep --print-details all > $OUT/profile${i}_details.txt 2>> $OUT/profile$i.log
+        ncu -i $OUT/profile$i.ncu-rep --page source --csv --print-source sass > $OUT/sass_src$i.csv 2>> $OUT/profile$i.log
+        echo "== profile $f"
+        grep -E "Duration|DRAM Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|No Eligible|Issued Warp|bank|Warp Cycles Per Issued" $OUT/profile${i}_details.txt | head -20
+        grep -E "issue_stalled" $OUT/profile${i}_details.txt | awk '{v=$NF; if (v+0 > 0.05) print}' | sort -k3 -n -r | head -14
+        python3 bench/sass_profile.py $OUT/sass_src$i.csv --items ${PROFILE_ITEMS:-16384} | tee $OUT/profile$i.txt | head -${PROFILE_LINES:-60}
+      done ;;
     suite)
       # the golden test reads tests/data/fla at the path compiled in (this checkout's, /work/main here)
       [ -d /work/main/tests/data/fla ] || { mkdir -p /work/main/tests/data && ln -s $PWD/tests/data/fla /work/main/tests/data/fla; }
       mkdir -p /tmp/kbin && cp .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp scripts/device_suite.sh /tmp/kbin/
-      (cd /tmp/kbin && LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) 2>&1 | tee $OUT/suite.txt | head -150 ;;
+      (cd /tmp/kbin && LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) > $OUT/suite.txt 2>&1
+      grep -A40 "==== sanitizer summaries" $OUT/suite.txt | head -60 ;;
   esac
   echo "== step $step: $(( $(date +%s)-s ))s"
+  tar czf $FINAL_OUT/results.tgz -C $OUT .  # after every step, so a run cut short still returns what it did
 done
-tar czf $FINAL_OUT/results.tgz -C $OUT .
-for f in compare.txt compare.png compare.json compare_intra.txt compare_intra.json; do [ -f $OUT/$f ] && cp $OUT/$f $FINAL_OUT/; done
+for f in compare.txt compare.png compare.json compare_intra.txt compare_intra.json; do if [ -f $OUT/$f ]; then cp $OUT/$f $FINAL_OUT/; fi; done

@@ -13,13 +13,13 @@ parts=("[conformance][grid][bf16]" "[conformance][grid][fp16]" "[conformance][gr
        "[conformance][varlen]" "[conformance][properties]" "[conformance][bad-input]" "[tf32][grid]" "[tf32][varlen]"
        "[tf32][properties]" "[varlen-search]" "[vs-cpu]" "[repeat]" "[align]" "[policy]" "[bad-input]~[conformance]"
        "[graph]" "[sanitize]" "[golden]" "[intra][grid]" "[intra][diag]" "[intra][decay]" "[intra][cumsum]"
-       "[intra][bad-input]")
+       "[intra][bad-input]" "[tma]~[intra]" "[intra][tma]")
 i=0
 for p in "${parts[@]}"; do
   i=$((i+1))
   ( s=$(date +%s); timeout $LIMIT $T "[cuda]$p" > $L/t$i.log 2>&1; echo "rc=$? $(( $(date +%s)-s ))s test $p" > $L/t$i.rc ) &
 done
-SAN="[cuda][sanitize],[cuda][align],[cuda][graph],[cuda][intra][diag],[cuda][intra][cumsum],[cuda][intra][decay]"
+SAN="[cuda][sanitize],[cuda][align],[cuda][graph],[cuda][intra][diag],[cuda][intra][cumsum],[cuda][intra][decay],[cuda][intra][tma]"
 for tool in memcheck racecheck initcheck synccheck; do
   ( s=$(date +%s); timeout $LIMIT compute-sanitizer --tool $tool --error-exitcode 99 $T "$SAN" > $L/san_$tool.log 2>&1; echo "rc=$? $(( $(date +%s)-s ))s sanitizer $tool" > $L/san_$tool.rc ) &
 done

@@ -25,9 +25,13 @@
 //   chunk_kda_intra: Aqk[t_i, j] for j / BC <= i / BC and j < n (0 above the diagonal inside the
 //       diagonal blocks); Akk[t_i, j] for j / BC <= i / BC and j < n. Blocks above the diagonal
 //       blocks are left untouched (zero-initialise the outputs to get zeros there), as in FLA.
-//       `Akkd` is a workspace [B, T, HV, BC] in the accumulator type that receives the
-//       producer's output: optional on the CPU (allocated per call when absent), required on
-//       CUDA (no hidden allocation).
+//       `Akkd` is an optional workspace [B, T, HV, BC] in the accumulator type. The CPU
+//       backend runs the producer into it (or into a per-call buffer when absent). The CUDA
+//       backend's fused kernel (the default) neither needs nor touches it; its two-kernel path
+//       (cuda_backend::fuse_intra = false) requires it (the backend never allocates).
+//       The CUDA fused kernel evaluates the diagonal blocks of both flavours alike: factorised
+//       around each sub-chunk's first row while its gates stay within 2^+-112 of it (always
+//       true for FLA's lower-bounded safe gate), term by term past that.
 //
 // Every entry point validates all arguments first and throws kda::error naming the argument;
 // nothing is written on failure. T == 0 is a no-op.
@@ -62,7 +66,7 @@ struct intra_diag_args {
 struct intra_args {
     tensor_ref q, k, g, beta;    // as for inter_solve
     mutable_tensor_ref Aqk, Akk;  // [B, T, HV, BT] X
-    mutable_tensor_ref Akkd;      // workspace [B, T, HV, BC] Acc (optional on the CPU, required on CUDA)
+    mutable_tensor_ref Akkd;      // optional workspace [B, T, HV, BC] Acc (see the top of this file)
     tensor_ref cu_seqlens, chunk_indices, cu_seqlens_host, chunk_indices_host;
 };
 

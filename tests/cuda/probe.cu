@@ -142,7 +142,16 @@ void run_policy(const inter_solve_problem& p, const inter_solve_args& h, int BK)
     dc.finish(h, d);
 }
 
-std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_workspace, const std::string& keep_on_host) {
+namespace {
+cuda_backend intra_backend(cudaStream_t s, bool fuse) {
+    cuda_backend be;
+    be.stream = s;
+    be.fuse_intra = fuse;
+    return be;
+}
+}  // namespace
+
+std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_workspace, const std::string& keep_on_host, bool fuse) {
     device_copies dc;
     intra_args d;
     d.q = keep_on_host == "q" ? h.q : dc.up(h.q);
@@ -153,7 +162,7 @@ std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_wor
     d.cu_seqlens_host = h.cu_seqlens;
     d.chunk_indices_host = h.chunk_indices;
     if (!drop_workspace) d.Akkd = keep_on_host == "Akkd" ? h.Akkd : dc.up(h.Akkd);
-    const std::string msg = message_of([&] { kda::chunk_kda_intra(cuda_backend{dc.stream}, p, d); });
+    const std::string msg = message_of([&] { kda::chunk_kda_intra(intra_backend(dc.stream, fuse), p, d); });
     if (keep_on_host.empty()) {
         dc.down(h.Aqk, d.Aqk);
         dc.down(h.Akk, d.Akk);
@@ -176,7 +185,7 @@ std::string run_cumsum_with_host_tensor(const cumsum_problem& p, const cumsum_ar
     return msg;
 }
 
-void run_intra_in_graph(const intra_problem& p, const intra_args& h, int replays) {
+void run_intra_in_graph(const intra_problem& p, const intra_args& h, int replays, bool fuse) {
     device_copies dc;
     intra_args d;
     d.q = dc.up(h.q), d.k = dc.up(h.k), d.g = dc.up(h.g), d.beta = dc.up(h.beta);
@@ -185,7 +194,7 @@ void run_intra_in_graph(const intra_problem& p, const intra_args& h, int replays
     d.cu_seqlens_host = h.cu_seqlens;
     d.chunk_indices_host = h.chunk_indices;
     KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
-    capture_and_replay(dc.stream, replays, [&] { kda::chunk_kda_intra(cuda_backend{dc.stream}, p, d); });
+    capture_and_replay(dc.stream, replays, [&] { kda::chunk_kda_intra(intra_backend(dc.stream, fuse), p, d); });
     dc.down(h.Aqk, d.Aqk);
     dc.down(h.Akk, d.Akk);
     KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));

@@ -27,17 +27,19 @@ void run_in_graph(const inter_solve_problem& p, const inter_solve_args& host_arg
 /// outputs back.
 void run_policy(const inter_solve_problem& p, const inter_solve_args& host_args, int BK);
 
-/// Runs kda::chunk_kda_intra on device copies of `host_args` with the Akkd workspace left out
-/// (or, with `keep_on_host` naming a tensor, with that tensor passed as its host pointer).
-/// Returns kda::error's message, "" if none; the outputs are copied back.
-std::string run_intra(const intra_problem& p, const intra_args& host_args, bool drop_workspace, const std::string& keep_on_host = "");
+/// Runs kda::chunk_kda_intra on device copies of `host_args`, fused or through the two-kernel path
+/// (cuda_backend::fuse_intra), with the Akkd workspace left out when drop_workspace (or, with
+/// `keep_on_host` naming a tensor, with that tensor passed as its host pointer). Returns
+/// kda::error's message, "" if none; the outputs are copied back.
+std::string run_intra(const intra_problem& p, const intra_args& host_args, bool drop_workspace, const std::string& keep_on_host = "",
+                      bool fuse = true);
 
 /// Runs kda::chunk_local_cumsum on device copies, with `keep_on_host` ("g", "A_log", "dt_bias",
 /// "g_out") passed as its host pointer. Returns kda::error's message, "" if none.
 std::string run_cumsum_with_host_tensor(const cumsum_problem& p, const cumsum_args& host_args, const std::string& keep_on_host);
 
-/// Captures kda::chunk_kda_intra (two launches) into a CUDA graph, replays it `replays` times and
-/// copies Aqk and Akk back.
-void run_intra_in_graph(const intra_problem& p, const intra_args& host_args, int replays);
+/// Captures kda::chunk_kda_intra (fused: one launch; else two) into a CUDA graph, replays it
+/// `replays` times and copies Aqk and Akk back.
+void run_intra_in_graph(const intra_problem& p, const intra_args& host_args, int replays, bool fuse = true);
 
 }  // namespace kda::testing::probe

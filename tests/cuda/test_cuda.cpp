@@ -1,5 +1,6 @@
 // tests/cuda/test_cuda.cpp: CUDA-only checks beyond the conformance suite: CUDA against the CPU
-// backend on identical inputs, bitwise repeatability, the element-wise load path, explicit BK
+// backend on identical inputs, bitwise repeatability, the tensor copy engine against per-thread
+// copies (bit for bit), the element-wise load path, explicit BK
 // instantiations, bad inputs that only a device backend has (host memory, missing host copies),
 // graph capture, the varlen search, a compact case list for compute-sanitizer ([sanitize]) and
 // outputs of more than 2^31 elements ([.large], run explicitly with "[large]").
@@ -152,6 +153,27 @@ TEST_CASE("cuda: repeated runs are bitwise identical", "[cuda][repeat]") {
                 CHECK(same_bytes(k1, k2));
             }
         }
+}
+
+TEST_CASE("cuda: the tensor copy engine and per-thread copies give the same bits", "[cuda][tma]") {
+    // the spread's tails (rows past T, K tails, partial varlen chunks whose boxes read the next
+    // sequence's rows), GVA, both BT and precisions: cuda_backend::use_tma on (where the layout
+    // allows it; on devices without the engine both runs copy per thread) and off
+    int compared = 0;
+    for (precision prec : {precision::fp32, precision::tf32})
+        for (const setup& s : spread(prec)) {
+            const auto in = s.make();
+            host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel), q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
+            kda::bridge::cuda_options without;
+            without.use_tma = false;
+            kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
+            kda::bridge::cuda_inter_solve_host(in.problem, in.args(q2, k2), without);
+            INFO(s.describe());
+            CHECK(same_bytes(q1, q2));
+            CHECK(same_bytes(k1, k2));
+            ++compared;
+        }
+    CHECK(compared > 0);
 }
 
 TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the element-wise path", "[cuda][align]") {

@@ -101,16 +101,19 @@ TEST_CASE("cuda: golden FLA cases through the whole intra stage", "[cuda][golden
                     std::string(kda::name(X)).c_str(), oq.err, fq.err, oq.floor, ok_.err, fk.err);
     }
 
+    for (bool fuse : {true, false})
     for (kda::precision prec : {kda::precision::fp32, kda::precision::tf32}) {
         kda::intra_problem p = c.problem;
         p.solve_precision = prec;
         kda::host_tensor Aqk = c.initial_akk(), Akk = c.initial_akk();  // zeros
         const kda::host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
         a.Aqk = Aqk.mref(), a.Akk = Akk.mref();
-        kda::bridge::cuda_intra_host(p, a);
+        kda::bridge::cuda_options opt;
+        opt.fuse_intra = fuse;
+        kda::bridge::cuda_intra_host(p, a, opt);
         const auto ours = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
-        INFO(kda::name(prec) << ": Aqk " << ours.aqk.err << " (FLA " << fla.aqk.err << ", floor " << ours.aqk.floor << "), Akk " << ours.akk.err
-                             << " (FLA " << fla.akk.err << ", floor " << ours.akk.floor << ")");
+        INFO((fuse ? "fused " : "two kernels ") << kda::name(prec) << ": Aqk " << ours.aqk.err << " (FLA " << fla.aqk.err << ", floor "
+                                               << ours.aqk.floor << "), Akk " << ours.akk.err << " (FLA " << fla.akk.err << ", floor " << ours.akk.floor << ")");
         CHECK(ours.untouched_changed == 0);
         if (prec == kda::precision::fp32) {
             CHECK(ours.aqk.err <= kda::testing::full_precision_tolerance(X, ours.aqk.floor));
@@ -119,8 +122,8 @@ TEST_CASE("cuda: golden FLA cases through the whole intra stage", "[cuda][golden
             CHECK(ours.aqk.err <= 1.05 * fla.aqk.err);
             CHECK(ours.akk.err <= 1.05 * fla.akk.err);
         }
-        std::printf("golden cuda intra %-10s %-4s %-4s  Aqk: ours %.3e floor %.3e FLA %.3e  |  Akk: ours %.3e floor %.3e FLA %.3e\n", name.c_str(),
-                    std::string(kda::name(X)).c_str(), std::string(kda::name(prec)).c_str(), ours.aqk.err, ours.aqk.floor, fla.aqk.err, ours.akk.err,
-                    ours.akk.floor, fla.akk.err);
+        std::printf("golden cuda intra %-5s %-10s %-4s %-4s  Aqk: ours %.3e floor %.3e FLA %.3e  |  Akk: ours %.3e floor %.3e FLA %.3e\n",
+                    fuse ? "fused" : "2-k", name.c_str(), std::string(kda::name(X)).c_str(), std::string(kda::name(prec)).c_str(), ours.aqk.err,
+                    ours.aqk.floor, fla.aqk.err, ours.akk.err, ours.akk.floor, fla.akk.err);
     }
 }

@@ -1,14 +1,16 @@
 // tests/cuda/test_intra.cpp: the intra stage (kda/intra.hpp) on the CUDA backend.
 //   [intra][grid]    chunk_kda_intra against the float64 reference (whole causal Aqk and
-//                    (I + L)^-1), both flavours, both precisions, dtypes, BT, K tails, GVA, varlen
-//                    with and without chunk_indices; entries outside the stage's part unchanged
+//                    (I + L)^-1), fused and two-kernel paths, both flavours, both precisions,
+//                    dtypes, BT, K tails, GVA, varlen with and without chunk_indices; entries
+//                    outside the stage's part unchanged
 //   [intra][diag]    chunk_kda_intra_diag: Aqk's diagonal blocks against float64, Akkd against the
 //                    float64 Akkd (reference::make_akkd), and against the CPU backend
 //   [intra][decay]   strong decay (per-token log-decay down to -5 nats): both flavours finite and
 //                    within tolerance
 //   [intra][cumsum]  chunk_local_cumsum, all activations, dense and varlen, against float64
-//   [intra][graph]   the two launches captured into a CUDA graph give the same bits
-//   [intra][bad-input] missing workspace, host memory: refused, naming the argument
+//   [intra][tma]     the fused kernel with and without the tensor copy engine: the same bits
+//   [intra][graph]   the fused kernel and the two launches captured into a CUDA graph give the same bits
+//   [intra][bad-input] missing workspace (two-kernel path), host memory: refused, naming the argument
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -86,29 +88,61 @@ std::vector<std::uint8_t> diag_mask(const kda::reference::result& ref) {
 }  // namespace
 
 TEST_CASE("cuda: chunk_kda_intra against float64", "[cuda][intra][grid]") {
-    double worst[2] = {0, 0};
-    for (const setup& s : spread()) {
-        INFO(s.describe());
-        const auto in = s.make();
-        host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
-        const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
-        host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-        const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
-        const kda::reference::result ref = kda::reference::intra(in.problem, a);
-        kda::bridge::cuda_intra_host(in.problem, a);
-        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
-        INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor << ", untouched changed "
-                        << c.untouched_changed << " first " << c.first_untouched);
-        CHECK(c.aqk.count > 0);
-        CHECK(c.untouched_changed == 0);
-        CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
-        CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
-        if (s.p.solve_precision == precision::fp32 && s.X != dtype::fp32) {
-            worst[0] = std::max(worst[0], c.aqk.ratio());
-            worst[1] = std::max(worst[1], c.akk.ratio());
+    // both paths: the fused kernel (default; no workspace given) and the two-kernel path
+    for (bool fuse : {true, false}) {
+        double worst[2] = {0, 0}, worst_fp32[2] = {0, 0};
+        kda::bridge::cuda_options opt;
+        opt.fuse_intra = fuse;
+        for (const setup& s : spread()) {
+            INFO(s.describe() << (fuse ? " fused" : " two kernels"));
+            const auto in = s.make();
+            host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0);
+            const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
+            host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+            const kda::intra_args a = in.intra_args(Aqk, Akk, fuse ? nullptr : &ws);
+            const kda::reference::result ref = kda::reference::intra(in.problem, a);
+            kda::bridge::cuda_intra_host(in.problem, a, opt);
+            const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
+            INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor << ", untouched changed "
+                            << c.untouched_changed << " first " << c.first_untouched);
+            CHECK(c.aqk.count > 0);
+            CHECK(c.untouched_changed == 0);
+            CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
+            CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
+            if (s.p.solve_precision == precision::fp32) {
+                double* w = s.X != dtype::fp32 ? worst : worst_fp32;
+                w[0] = std::max(w[0], s.X != dtype::fp32 ? c.aqk.ratio() : c.aqk.err);
+                w[1] = std::max(w[1], s.X != dtype::fp32 ? c.akk.ratio() : c.akk.err);
+            }
         }
+        std::printf("cuda intra grid (%s, fp32 mode): bf16/fp16 worst Aqk %.4fx floor, Akk %.4fx floor; fp32 data Aqk %.2e, Akk %.2e\n",
+                    fuse ? "fused" : "two kernels", worst[0], worst[1], worst_fp32[0], worst_fp32[1]);
     }
-    std::printf("cuda intra grid (fp32 mode, bf16/fp16): worst Aqk %.4fx floor, Akk %.4fx floor\n", worst[0], worst[1]);
+}
+
+TEST_CASE("cuda: the fused intra kernel gives the same bits with and without the tensor copy engine", "[cuda][intra][tma]") {
+    // partial chunks (the copy engine reads rows of the next sequence there; the build masks them),
+    // K tails, GVA, both BT, both precisions, every dtype
+    std::uint64_t seed = 3100;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
+        for (int BT : {32, 64})
+            for (precision prec : {precision::tf32, precision::fp32})
+                for (bool varlen : {false, true}) {
+                    setup s;
+                    s.p = make_problem(varlen ? 1 : 2, varlen ? 0 : 3 * BT + 5, 2, 4, varlen ? 80 : 128, BT, false, prec);
+                    s.X = X;
+                    if (varlen) s.seqlens = {5, 70, 0, 33, 16, 129};
+                    s.seed = ++seed;
+                    INFO(s.describe());
+                    const auto in = s.make();
+                    host_tensor A1 = in.make_output(7.0), K1 = in.make_output(7.0), A2 = in.make_output(7.0), K2 = in.make_output(7.0);
+                    kda::bridge::cuda_options with, without;
+                    without.use_tma = false;
+                    kda::bridge::cuda_intra_host(in.problem, in.intra_args(A1, K1), with);
+                    kda::bridge::cuda_intra_host(in.problem, in.intra_args(A2, K2), without);
+                    CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
+                    CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
+                }
 }
 
 TEST_CASE("cuda: chunk_kda_intra_diag against float64 and the CPU backend", "[cuda][intra][diag]") {
@@ -184,15 +218,23 @@ TEST_CASE("cuda: strong decay stays finite and accurate in both flavours", "[cud
         host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
         const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
         const kda::reference::result ref = kda::reference::intra(in.problem, a);
-        kda::bridge::cuda_intra_host(in.problem, a);
-        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
-        INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
-        CHECK(std::isfinite(c.aqk.err));
-        CHECK(std::isfinite(c.akk.err));
-        CHECK(c.aqk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.aqk.floor));
-        CHECK(c.akk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.akk.floor));
-        std::printf("cuda intra strong decay (lower bound %.0f nats), %s flavour: Aqk %.3e (floor %.3e), Akk %.3e (floor %.3e)\n", lb,
-                    safe_flavour ? "safe" : "not-safe", c.aqk.err, c.aqk.floor, c.akk.err, c.akk.floor);
+        // the fused kernel (at -12 nats every sub-chunk leaves the factorisation's range: its
+        // diagonal blocks go term by term) and the two-kernel path
+        for (bool fuse : {true, false}) {
+            kda::bridge::cuda_options opt;
+            opt.fuse_intra = fuse;
+            host_tensor A = Aqk0.clone(), K = Akk0.clone();
+            kda::bridge::cuda_intra_host(in.problem, in.intra_args(A, K, fuse ? nullptr : &ws), opt);
+            const auto c = kda::testing::compare(ref, A, K, Aqk0, Akk0);
+            INFO((fuse ? "fused" : "two kernels") << ": Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
+            CHECK(std::isfinite(c.aqk.err));
+            CHECK(std::isfinite(c.akk.err));
+            CHECK(c.untouched_changed == 0);
+            CHECK(c.aqk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.aqk.floor));
+            CHECK(c.akk.err <= kda::testing::full_precision_tolerance(dtype::bf16, c.akk.floor));
+            std::printf("cuda intra strong decay (lower bound %.0f nats), %s flavour, %s: Aqk %.3e (floor %.3e), Akk %.3e (floor %.3e)\n", lb,
+                        safe_flavour ? "safe" : "not-safe", fuse ? "fused" : "two kernels", c.aqk.err, c.aqk.floor, c.akk.err, c.akk.floor);
+        }
     }
 }
 
@@ -256,12 +298,17 @@ TEST_CASE("cuda: chunk_kda_intra captured into a CUDA graph", "[cuda][intra][gra
     s.seqlens = {100, 1, 300};
     s.seed = 4;
     const auto in = s.make();
-    host_tensor A1 = in.make_output(0.0), K1 = in.make_output(0.0), A2 = in.make_output(0.0), K2 = in.make_output(0.0);
-    host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
-    kda::bridge::cuda_intra_host(in.problem, in.intra_args(A1, K1, &ws));
-    kda::testing::probe::run_intra_in_graph(in.problem, in.intra_args(A2, K2, &ws), 3);
-    CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
-    CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
+    for (bool fuse : {true, false}) {
+        INFO((fuse ? "fused" : "two kernels"));
+        host_tensor A1 = in.make_output(0.0), K1 = in.make_output(0.0), A2 = in.make_output(0.0), K2 = in.make_output(0.0);
+        host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+        kda::bridge::cuda_options opt;
+        opt.fuse_intra = fuse;
+        kda::bridge::cuda_intra_host(in.problem, in.intra_args(A1, K1, &ws), opt);
+        kda::testing::probe::run_intra_in_graph(in.problem, in.intra_args(A2, K2, &ws), 3, fuse);
+        CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
+        CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
+    }
 }
 
 TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda][intra][bad-input]") {
@@ -273,10 +320,21 @@ TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda]
     const host_tensor Aqk0 = Aqk.clone();
     host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
     const kda::intra_args a = in.intra_args(Aqk, Akk, &ws);
-    const std::string no_ws = kda::testing::probe::run_intra(in.problem, a, true);
+    // the two-kernel path needs the workspace (named, nothing written); the fused one does not
+    const std::string no_ws = kda::testing::probe::run_intra(in.problem, a, true, "", false);
     INFO(no_ws);
     CHECK(no_ws.find("argument 'Akkd'") != std::string::npos);
     CHECK(std::memcmp(Aqk.raw(), Aqk0.raw(), static_cast<std::size_t>(Aqk.nbytes())) == 0);
+    CHECK(kda::testing::probe::run_intra(in.problem, a, true, "", true).empty());
+    {
+        host_tensor o1 = in.make_output(7.0), o2 = in.make_output(7.0);
+        const kda::reference::result ref = kda::reference::intra(in.problem, in.intra_args(o1, o2));
+        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, in.make_output(7.0));
+        INFO("fused without workspace: Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err);
+        CHECK(c.untouched_changed == 0);
+        CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
+        CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
+    }
     for (const char* t : {"q", "Aqk", "Akkd"}) {
         const std::string m = kda::testing::probe::run_intra(in.problem, a, false, t);
         INFO(t << ": " << m);

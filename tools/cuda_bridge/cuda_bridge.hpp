@@ -17,6 +17,12 @@ namespace kda::bridge {
 /// Whether a CUDA device and a working driver are present. Never throws.
 bool cuda_device_present() noexcept;
 
+/// The cuda_backend options a bridge call runs with (see kda/cuda/backend.hpp).
+struct cuda_options {
+    bool use_tma = true;     // the tensor copy engine where the device and the layout allow it
+    bool fuse_intra = true;  // chunk_kda_intra as one kernel (false: producer + inter-solve)
+};
+
 /// Validates `host_args` (host tensors, outputs included) exactly as kda::inter_solve with the
 /// cuda backend would (kda::error naming the argument, nothing written on failure), copies every
 /// tensor to the current device (the outputs too, so entries the step does not own keep their
@@ -25,11 +31,12 @@ bool cuda_device_present() noexcept;
 /// into the host buffers and returns the kernel's time in milliseconds (CUDA events around the
 /// launch). In varlen mode cu_seqlens / chunk_indices are host tensors too; chunk_indices may be
 /// omitted (the kernel then searches cu_seqlens).
-double cuda_inter_solve_host(const kda::inter_solve_problem& problem, const kda::inter_solve_args& host_args);
+double cuda_inter_solve_host(const kda::inter_solve_problem& problem, const kda::inter_solve_args& host_args, const cuda_options& options = {});
 
-/// The same for kda::chunk_kda_intra: when host_args.Akkd is absent, the bridge allocates the
-/// device workspace itself (the library never does); when given, it is copied back too.
-double cuda_intra_host(const kda::intra_problem& problem, const kda::intra_args& host_args);
+/// The same for kda::chunk_kda_intra: when host_args.Akkd is absent and the two-kernel path is
+/// asked for (options.fuse_intra false), the bridge allocates the device workspace itself (the
+/// library never does); when given, it is copied back too (the fused path leaves it as it was).
+double cuda_intra_host(const kda::intra_problem& problem, const kda::intra_args& host_args, const cuda_options& options = {});
 
 /// The same for kda::chunk_kda_intra_diag (Aqk and Akkd are copied back).
 double cuda_intra_diag_host(const kda::intra_problem& problem, const kda::intra_diag_args& host_args);

@@ -50,6 +50,14 @@ template <> struct dtype_of<__half> { static constexpr dtype value = dtype::fp16
 struct cuda_backend {
     /// The stream the kernel is launched on (nullptr: the legacy default stream).
     cudaStream_t stream = nullptr;
+    /// Stage q, k, g and Akkd through the tensor copy engine where the device (compute capability
+    /// 9.0+) and the tensors' layout allow it (see launch.cuh); false: per-thread cp.async copies
+    /// everywhere. Both paths compute the same bits.
+    bool use_tma = true;
+    /// chunk_kda_intra as one fused kernel (the diagonal blocks computed beside the inter-solve
+    /// products; Akkd is neither needed nor written); false: the producer kernel writing the Akkd
+    /// workspace, then the inter-solve kernel reading it (FLA's two-step structure).
+    bool fuse_intra = true;
 
     using element_types = type_list<bf16_t, fp16_t, float>;
 

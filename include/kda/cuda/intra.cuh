@@ -2,14 +2,16 @@
 //
 //   #include <kda/cuda/intra.cuh>
 //   kda::chunk_local_cumsum(kda::cuda_backend{stream}, cumsum_problem, cumsum_args);
-//   kda::chunk_kda_intra(kda::cuda_backend{stream}, problem, args);      // args.Akkd: a workspace
+//   kda::chunk_kda_intra(kda::cuda_backend{stream}, problem, args);      // one fused kernel
 //   kda::chunk_kda_intra_diag(kda::cuda_backend{stream}, problem, diag_args);
 //
 // Every call is stream-ordered: kernel launches on the backend's stream, no allocation, no
-// synchronisation (graph-capturable). chunk_kda_intra is two launches, the producer (writes Aqk's
-// diagonal blocks and the Akkd workspace) and the inter-solve kernel of kda/cuda/inter_solve.cuh
-// (reads Akkd, writes the rest of Aqk and Akk); it needs args.Akkd ([B, T, HV, BC] fp32, device
-// memory) because the backend never allocates. Varlen calls pass host copies of cu_seqlens (and
+// synchronisation (graph-capturable). chunk_kda_intra is one fused kernel by default (the
+// inter-solve kernel of kernel.cuh with the diagonal blocks computed in it: q, k, g and beta are
+// read once, Aqk and Akk written once; args.Akkd is optional and neither read nor written). With
+// cuda_backend::fuse_intra = false it is two launches, the producer (writes Aqk's diagonal blocks
+// and the Akkd workspace) and the inter-solve kernel (reads Akkd, writes the rest of Aqk and Akk),
+// which needs args.Akkd ([B, T, HV, BC] fp32, device memory) because the backend never allocates. Varlen calls pass host copies of cu_seqlens (and
 // chunk_indices) as for inter_solve; chunk_local_cumsum needs cu_seqlens_host likewise.
 #pragma once
 
@@ -114,9 +116,16 @@ struct chunk_kda_intra_policy<cuda_backend, BT, BC> {
 
     template <class X, class Mode>
     static void launch_intra(const cuda_backend& be, const intra_problem& p, const intra_args& a) {
-        KDA_CHECK(!a.Akkd.empty_view(), "kda::chunk_kda_intra: argument 'Akkd': the cuda backend needs a workspace [B, T, HV, BC] = ["
+        if (be.fuse_intra) {
+            // one kernel for both flavours (the diagonal blocks' factorisation does not depend on
+            // the flag: kernel.cuh); Akkd is not touched
+            cuda::launch_inter_solve<X, tile_config<BT, BC, 64>, variant<false, Mode::solve_precision>, true>(be, p, detail::as_inter_solve(a));
+            return;
+        }
+        KDA_CHECK(!a.Akkd.empty_view(), "kda::chunk_kda_intra: argument 'Akkd': the cuda backend's two-kernel path (fuse_intra = false) needs a "
+                                        "workspace [B, T, HV, BC] = ["
                                             << p.B << ", " << p.T << ", " << p.HV << ", " << p.BC
-                                            << "] fp32 in device memory (it never allocates); the CPU backend allocates one when absent");
+                                            << "] fp32 in device memory (it never allocates); the fused path (the default) needs none");
         cuda::launch_diag<X, Mode::safe_gate>(be, p, detail::diag_part(a, a.Akkd));
         cuda::launch_inter_solve<X, tile_config<BT, BC, 64>, Mode>(be, p, detail::as_inter_solve(a));
     }

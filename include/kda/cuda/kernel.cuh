@@ -1,31 +1,43 @@
 // kda/cuda/kernel.cuh: device code of the CUDA backend (nvcc only; no host launch code here).
 //
-// One thread block (4 warps) computes one (chunk, value head) work item at a time, in the phases of
-// detail/schedule.hpp, overridden here for the GPU but in the same order and with the seed's names:
-//   0. prefetch: beta of the chunk's rows into a register, the chunk's rows of Akkd into shared
-//      memory by cp.async (both latencies hide behind phase 1)
-//   1. off-diagonal products, K in BK slices (tuning.hpp) copied to shared memory by cp.async,
-//      two stages (slice s + 1 lands while slice s is used). Each slice is first *built* into
+// One thread block computes one (chunk, value head) work item at a time, in the phases of
+// detail/schedule.hpp, overridden here for the GPU but in the same order and with the seed's names.
+// The same kernel runs two steps (template flag Intra):
+//   inter-solve (Intra = false): reads Akkd, writes Aqk's off-diagonal blocks and Akk;
+//   the fused intra stage (Intra = true, kda::chunk_kda_intra): computes the diagonal blocks too,
+//     so it reads only q, k, g, beta and writes Aqk's whole causal lower triangle and Akk.
+// Phases:
+//   0. prefetch: beta of the chunk's rows into a register; inter-solve: the chunk's rows of Akkd
+//      into shared memory (one tensor copy, or cp.async), landing behind phase 1
+//   1. products, K in BK slices (tuning.hpp) copied to shared memory in a pipeline of `stages`:
+//      by the tensor copy engine (cp.async.bulk.tensor, one instruction per tensor and slice from
+//      one thread, completing on an mbarrier) where the tensors allow it (launch.cuh: tma), else
+//      by per-thread 16-byte cp.async or element copies. Each slice is first *built* into
 //      tensor-core operands, once per element (build_operands), with the first row gn_m and the
-//      last row gl_m of each sub-chunk m as gate references (every exponent <= 0):
+//      last row gl_m of each sub-chunk m as gate references:
 //        A:  q_si 2^(g_si - gn_si), k_si 2^(g_si - gn_si)   (rows past n -> 0; rounded to tf32)
 //        B:  ku_sj = k_sj 2^(gl_sj - g_sj),   f(si, sj) = 2^(gn_si - gl_sj)   (per column)
 //      so that the seed's b_kgt = k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj), formed per fragment;
-//        b_Aqk[si,sj] += b_qg b_kgt^T,  b_Akk[si,sj] += b_kg b_kgt^T       (si > sj)
-//      on tensor cores (mma.sync m16n8k8 tf32, fp32 accumulation). The NPAIR pairs are cut into
-//      2 NPAIR units of 16 x 8 (pair, half of sj's rows), ordered by si and dealt to the warps in
-//      contiguous runs. The A operands are stored in fragment order (one 16-byte load per
-//      fragment); inside a k16 step the columns are permuted alike in A and B.
-//   2. b_Aqk *= scale -> shared; row r of b_Akk *= beta[t_r] -> shared (L_ij)
-//   3. diagonal inverses b_Ai[s] = (I + L_ss)^-1: forward substitution of Akkd in fp32, one
-//      sub-chunk per warp, one column per lane, in registers (safe gate: Akkd's lower triangle is
-//      the inverse)
+//        b_Aqk[si,sj] += b_qg b_kgt^T,  b_Akk[si,sj] += b_kg b_kgt^T       (si > sj; Intra: si >= sj)
+//      on tensor cores (mma.sync m16n8k8 tf32, fp32 accumulation). Off the diagonal every exponent
+//      is <= 0. On the diagonal (Intra) f(m, m) = 2^(gn_m - gl_m) >= 1 and the product of the
+//      two factors is 2^(g_i - g_j) exactly: fine while every |g - gn_m| and |gl_m - g| inside the
+//      sub-chunk stays <= intra_factor_bound (FLA's lower-bounded safe gate always does); a
+//      sub-chunk past it is redone term by term (diag_exact: exact for any decay). The units of
+//      16 x 8 (pair, half of sj's rows) are ordered by si and dealt to the warps in contiguous
+//      runs. The A operands are stored in fragment order (one 16-byte load per fragment); inside a
+//      k16 step the columns are permuted alike in A and B.
+//   2. b_Aqk *= scale -> shared; row r of b_Akk *= beta[t_r] -> shared (L_ij; Intra: the
+//      diagonal blocks masked to j <= i (Aqk) and j < i (L))
+//   3. diagonal inverses b_Ai[s] = (I + L_ss)^-1: forward substitution in fp32, one sub-chunk per
+//      warp, one column per lane, in registers (inter-solve, safe gate: Akkd's lower triangle is
+//      the inverse already)
 //   4. block merge by distance d = i - j from the diagonal outwards:
 //        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)     (one 16 x 16 block per warp, tensor cores)
-//   5. coalesced stores of the off-diagonal Aqk blocks and the lower block triangle of Akk, rows
-//      < n only, Akk columns < n only: 16-byte stores of 8 adjacent columns per lane where the
-//      outputs are aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent
-//      columns per lane (pair_out) or single elements.
+//   5. coalesced stores of the Aqk blocks and the lower block triangle of Akk, rows < n only,
+//      columns < n only: 16-byte stores of 8 adjacent columns per lane where the outputs are
+//      aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent columns per
+//      lane (pair_out) or single elements.
 //
 // Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (to_tf32) and
 // accumulates in the tensor core, as FLA does. fp32 splits every operand x = hi + lo into two tf32
@@ -37,14 +49,17 @@
 // operand's factorisation adds one fp32 rounding (2^-24) and one ex2.approx to each element.
 //
 // Shared memory is one buffer used twice (its lifetimes do not overlap; a barrier separates them):
-// during phase 1 the two pipeline stages of raw slices s_q, s_k [BT, BK] (X) and s_g [BT, BK]
-// (fp32) plus the built operands of one slice; then the 16 x 16 fp32 tiles of phases 2-5. beta
-// [BT] and Akkd [BT, BC] (fp32) have regions of their own. The built operands are laid out for
-// conflict-free 16-byte fragment loads (fragment order for A, a row-parity swizzle for ku).
+// during phase 1 the pipeline stages of raw slices s_q, s_k [BT, BK] (X) and s_g [BT, BK] (fp32)
+// plus the built operands of one slice; then the 16 x 16 fp32 tiles of phases 2-5. beta [BT],
+// Akkd [BT, BC] (fp32, inter-solve), a flag word and the mbarriers have regions of their own. The
+// built operands are laid out for conflict-free 16-byte fragment loads (fragment order for A, a
+// row-parity swizzle for ku). Shared memory written by ordinary stores is handed back to the copy
+// engine only after a proxy fence and a block barrier (the next work item's first copies).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda.h>  // CUtensorMap (a plain struct: nothing of the driver API is called here)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -58,17 +73,40 @@
 
 namespace kda::cuda {
 
+/// Tensor maps of the tensor copy engine (sm_90): boxes of [BT rows, BK columns] of q, k, g and
+/// [BT rows, BC] of Akkd (launch.cuh: make_tma_maps). Zero-filled past T and past K.
+struct tma_maps {
+    CUtensorMap q, k, g, akkd;
+};
+
 /// What the kernel receives: the shared params plus what the launch learned about the layout.
 template <class X>
 struct kernel_params {
     inter_solve_params<X> p;
+    tma_maps tm{};                   // valid when tma
     std::int64_t num_sequences = 0;  // varlen without chunk_indices: N, for the cu_seqlens search
     std::int64_t group = 1;          // value heads per q/k head, HV / H
+    bool tma = false;                // q, k, g (and Akkd) through the tensor maps (sm_90 builds only)
     bool vec_q = false, vec_k = false, vec_g = false;  // 16-byte loads (cp.async) are legal for this tensor
     bool pair_out = false;  // Aqk and Akk take stores of two adjacent elements (2 sizeof(X) aligned)
     bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
     bool vec_akkd = false;  // Akkd rows may be copied as 16-byte vectors
 };
+
+/// Whether this compilation pass has the tensor copy engine (sm_90 and later). A kernel compiled
+/// for an older target (or from its PTX) ignores kernel_params::tma and copies by cp.async.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+inline constexpr bool device_has_tma = true;
+#else
+inline constexpr bool device_has_tma = false;
+#endif
+
+/// The fused intra stage's factorisation bound (log2): a sub-chunk whose gates stay within
+/// intra_factor_bound of its first and last rows (|g - gn_m| and |gl_m - g| on every valid row
+/// and column) keeps every factor of its diagonal blocks inside 2^+-112 (normal fp32 / tf32, with
+/// room for |q|, |k| down to 2^-14); FLA's lower-bounded safe gate (>= -5 nats per token) spans at
+/// most 15 * 5 / ln 2 = 108.2 in a 16-row sub-chunk. Past it the block is evaluated term by term.
+inline constexpr float intra_factor_bound = 112.f;
 
 // ---------------------------------------------------------------------------------------------
 // Storage conversions (through cuda_bf16.h / cuda_fp16.h, round to nearest even).
@@ -143,6 +181,70 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// ---- the tensor copy engine and mbarriers (sm_90; only reached when device_has_tma)
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+/// Makes the barriers' initialisation visible to the copy engine (then a block barrier).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+/// One arrival that also expects `bytes` of copies to complete on the barrier's current phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#else
+    (void)bar;
+    (void)bytes;
+#endif
+}
+/// Waits until the barrier's phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned a = smem_addr(bar);
+    unsigned done = 0;
+    do {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(a), "r"(parity)
+            : "memory");
+    } while (done == 0);
+#else
+    (void)bar;
+    (void)parity;
+#endif
+}
+/// A [rows, cols] box of a 4-d tensor map at coordinates (c0 innermost .. c3) -> shared memory,
+/// completing on `bar` (counted in bytes of the whole box, zero-filled parts included).
+__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, std::uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
+        "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+        : "memory");
+#else
+    (void)dst;
+    (void)map;
+    (void)c0;
+    (void)c1;
+    (void)c2;
+    (void)c3;
+    (void)bar;
+#endif
+}
+/// Orders this thread's earlier ordinary shared-memory accesses before later copy-engine writes.
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 
 /// How operands become tf32 fragments and how a k8 step accumulates, per solve precision.
@@ -231,56 +333,67 @@ template <class T>
 concept base_tile16 = T::rows == 16 && T::cols == 16 && requires { typename T::layout; };
 static_assert(base_tile16<rt16>, "rt16 must be a 16 x 16 base tile.");
 
-/// Derived constants of one instantiation (see tile_config for BT, BC, BK, NC, NPAIR).
-template <class X, class Cfg>
+constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+/// Derived constants of one instantiation (see tile_config for BT, BC, BK, NC, NPAIR). Intra: the
+/// fused intra stage (the diagonal blocks computed too).
+template <class X, class Cfg, bool Intra = false, precision P = precision::tf32>
 struct kernel_traits {
     using config = Cfg;
     static constexpr int BT = Cfg::BT, BC = Cfg::BC, NC = Cfg::NC, NPAIR = Cfg::NPAIR;
-    static constexpr int BK = tuning::kernel_bk(Cfg::BK);  // the kernel's own K slice (tuning.hpp)
-    static constexpr int stages = tuning::stages;
-    static constexpr int warps = 4;
+    static constexpr int D = Intra ? 1 : 0;                // diagonal blocks in phase 1
+    static constexpr int BK = tuning::kernel_bk(Cfg::BK, P, Intra);  // the kernel's own K slice (tuning.hpp)
+    static constexpr int stages = tuning::stages(P, Intra);
+    static constexpr int warps = tuning::warps(Intra);
     static constexpr int threads = 32 * warps;
-    static constexpr int units = 2 * NPAIR;  // phase-1 products of 16 x 8: (pair, half of sj)
+    static constexpr int blocks = NPAIR + D * NC;          // Aqk / L blocks of phase 1 (pairs, then diagonal)
+    static constexpr int units = 2 * blocks;               // phase-1 products of 16 x 8: (block, half of sj)
     static constexpr int units_per_warp = units > 0 ? (units + warps - 1) / warps : 1;
+    static constexpr int a_first = 1 - D;                  // first sub-chunk with A operands
     // staging (phase 1): the raw slices, rows of BK elements (no padding: the build reads rows)
     static constexpr int x_ld = BK;  // s_q, s_k [BT, BK] in X
     static constexpr int g_ld = BK;  // s_g [BT, BK] in fp32
     static constexpr int x_bytes = BT * x_ld * static_cast<int>(sizeof(X));
     static constexpr int g_bytes = BT * g_ld * 4;
     static constexpr int staging_bytes = 2 * x_bytes + g_bytes;  // one stage
-    // built operands of one slice (phase 1), fp32: the gated A operands of sub-chunks 1 .. NC - 1
-    // (q and k) in mma fragment order (chunk_kernel::a_slot), the up-gated k of sub-chunks
-    // 0 .. NC - 2 as rows of BK with 16-byte chunks swizzled (op_at), the per-pair column factors
-    // as plain rows of BK
-    static constexpr int op_rows = (NC - 1) * BC;
+    // built operands of one slice (phase 1), fp32: the gated A operands of sub-chunks a_first ..
+    // NC - 1 (q and k) in mma fragment order (chunk_kernel::a_slot), the up-gated k of sub-chunks
+    // 0 .. NC - 2 + D as rows of BK with 16-byte chunks swizzled (op_at), the per-block column
+    // factors as plain rows of BK
+    static constexpr int op_rows = (NC - 1 + D) * BC;
     static constexpr int off_op_aq = 0, off_op_ak = op_rows * BK, off_op_ku = 2 * op_rows * BK, off_op_f = 3 * op_rows * BK;
-    static constexpr int ops_bytes = (3 * op_rows + NPAIR) * BK * 4;
+    static constexpr int ops_bytes = (3 * op_rows + blocks) * BK * 4;
     static constexpr int phase1_bytes = stages * staging_bytes + ops_bytes;
     static constexpr int diag_per_warp = (NC + warps - 1) / warps;  // diagonal blocks per warp (phase 3)
+    // build tasks per thread and slice (a task: two rows, four columns)
+    static constexpr int build_iters = (BT * BK / 8 + threads - 1) / threads;
     // tiles (phases 2-5), [BC, BC] fp32 each
     static constexpr int t_ld = BC + 4;
     static constexpr int tile_floats = BC * t_ld;
-    static constexpr int off_aqk = 0;                          // NPAIR scaled Aqk blocks
-    static constexpr int off_l = off_aqk + NPAIR * tile_floats;    // NPAIR beta-scaled L blocks
-    static constexpr int off_ai = off_l + NPAIR * tile_floats;     // NC diagonal inverses
-    static constexpr int off_aoff = off_ai + NC * tile_floats;     // NPAIR merged blocks Ai_ij
+    static constexpr int off_aqk = 0;                             // blocks scaled Aqk tiles (pairs, then diagonal)
+    static constexpr int off_l = off_aqk + blocks * tile_floats;  // NPAIR beta-scaled L blocks
+    static constexpr int off_ai = off_l + NPAIR * tile_floats;    // NC diagonal blocks: L_ss, then inverses
+    static constexpr int off_aoff = off_ai + NC * tile_floats;    // NPAIR merged blocks Ai_ij
     static constexpr int off_tmp = off_aoff + NPAIR * tile_floats; // one scratch tile per warp
     static constexpr int tiles_bytes = (off_tmp + warps * tile_floats) * 4;
-    static constexpr int union_bytes = phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes;
-    static constexpr int off_beta_bytes = union_bytes;               // beta of the chunk's rows [BT] fp32 (own region)
-    static constexpr int off_akkd_bytes = off_beta_bytes + BT * 4;   // Akkd of the chunk's rows [BT, BC] fp32 (own region)
-    static constexpr int smem_bytes = off_akkd_bytes + BT * BC * 4;
+    static constexpr int union_bytes = round_up(phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes, 128);
+    static constexpr int off_beta_bytes = union_bytes;                     // beta of the chunk's rows [BT] fp32
+    static constexpr int off_flags_bytes = off_beta_bytes + BT * 4;        // one word: sub-chunks past the bound (Intra)
+    static constexpr int off_akkd_bytes = round_up(off_flags_bytes + 16, 128);  // Akkd of the chunk's rows [BT, BC] fp32 (inter-solve)
+    static constexpr int off_bars_bytes = off_akkd_bytes + (Intra ? 0 : BT * BC * 4);  // stages + 1 mbarriers
+    static constexpr int smem_bytes = off_bars_bytes + 8 * (stages + 1);
 
     static_assert(BC == 16, "The CUDA kernel's tiles are 16 x 16: BC must be 16.");
-    static_assert(BK % 32 == 0, "The kernel's K slice must be a multiple of 32 (16-byte chunk swizzle of the built operands).");
+    static_assert(BK == 16 || BK % 32 == 0, "The kernel's K slice must be 16 or a multiple of 32 (16-byte chunk swizzle of the built operands).");
+    static_assert(stages >= 2 && stages <= 4, "The copy pipeline holds 2 to 4 stages.");
     static_assert((x_ld * sizeof(X)) % 16 == 0 && (g_ld * 4) % 16 == 0, "Staging rows must stay 16-byte aligned for the vector stores.");
-    static_assert(x_bytes % 16 == 0, "Each staging slice must start 16-byte aligned.");
-    static_assert(units_per_warp <= 4, "Too many phase-1 units per warp for the register budget.");
+    static_assert(x_bytes % 128 == 0 && staging_bytes % 128 == 0, "Each staging slice must start 128-byte aligned (tensor copies).");
+    static_assert(units_per_warp <= 5, "Too many phase-1 units per warp for the register budget.");
     static_assert(BT <= threads, "Each chunk row's beta is prefetched by one thread.");
-    static_assert(staging_bytes % 16 == 0, "Each pipeline stage must start 16-byte aligned.");
     static_assert(BC % 2 == 0, "Pair stores never straddle a sub-chunk boundary.");
     static_assert((t_ld * 4) % 16 == 0 && (off_ai * 4) % 16 == 0 && (tile_floats * 4) % 16 == 0, "Tile rows must be 16-byte aligned (float4 row loads).");
     static_assert((stages * staging_bytes) % 16 == 0, "The built operands must start 16-byte aligned.");
+    static_assert(NC <= 8, "The flag word holds one bit per sub-chunk.");
 };
 
 /// Index of the off-diagonal pair (si, sj), si > sj, as in tile_config::pair.
@@ -293,15 +406,21 @@ __device__ __forceinline__ void pair_of(int p, int& si, int& sj) {
     sj = p - pair_index(si, 0);
 }
 
+/// Per-block copy-pipeline state, kept across the work items of a block: the parity each mbarrier
+/// waits for next (bit s: stage s; bit `stages`: the Akkd barrier).
+struct pipe_state {
+    unsigned parity = 0;
+};
+
 // ---------------------------------------------------------------------------------------------
 // One work item, as a struct of phases.
 
-template <class X, class Cfg, class Mode>
+template <class X, class Cfg, class Mode, bool Intra = false>
 struct chunk_kernel {
-    using traits = kernel_traits<X, Cfg>;
+    using traits = kernel_traits<X, Cfg, Intra, Mode::solve_precision>;
     using mma = mma_policy<Mode::solve_precision>;
-    static constexpr int BT = traits::BT, BC = traits::BC, BK = traits::BK, NC = traits::NC;
-    static constexpr int warps = traits::warps, threads = traits::threads, UPW = traits::units_per_warp;
+    static constexpr int BT = traits::BT, BC = traits::BC, BK = traits::BK, NC = traits::NC, NPAIR = traits::NPAIR, D = traits::D;
+    static constexpr int warps = traits::warps, threads = traits::threads, UPW = traits::units_per_warp, S = traits::stages;
     static constexpr int x_ld = traits::x_ld, g_ld = traits::g_ld, t_ld = traits::t_ld, tile_floats = traits::tile_floats;
 
     const kernel_params<X>& kp;
@@ -311,6 +430,7 @@ struct chunk_kernel {
     int NS;               // sub-chunks holding at least one row
     unsigned char* smem;
     int tid, warp, lane, gid, tig;
+    bool tma;             // the copy engine stages q, k, g (and Akkd): block-uniform
 
     __device__ chunk_kernel(const kernel_params<X>& kp_, std::int64_t item, unsigned char* smem_)
         : kp(kp_), P(kp_.p), smem(smem_) {
@@ -324,6 +444,7 @@ struct chunk_kernel {
         lane = tid % 32;
         gid = lane / 4;
         tig = lane % 4;
+        tma = device_has_tma && kp.tma;
     }
 
     // ---- geometry
@@ -333,15 +454,25 @@ struct chunk_kernel {
     }
     /// Token of row r of the chunk.
     [[nodiscard]] __device__ std::int64_t token(int r) const { return c.bos + c.t0 + r; }
+    /// Last valid row of sub-chunk m (its gate is gl_m).
+    [[nodiscard]] __device__ int last_row(int m) const {
+        const int r = m * BC + BC - 1, n = static_cast<int>(c.n);
+        return r < n ? r : n - 1;
+    }
 
     // ---- shared memory (stage st of the phase-1 pipeline; the tiles reuse the same bytes)
     __device__ X* s_q(int st) const { return reinterpret_cast<X*>(smem + st * traits::staging_bytes); }                          // [BT, BK]
     __device__ X* s_k(int st) const { return reinterpret_cast<X*>(smem + st * traits::staging_bytes + traits::x_bytes); }        // [BT, BK]
     __device__ float* s_g(int st) const { return reinterpret_cast<float*>(smem + st * traits::staging_bytes + 2 * traits::x_bytes); }  // [BT, BK]
     __device__ float* s_beta() const { return reinterpret_cast<float*>(smem + traits::off_beta_bytes); }  // [BT]
+    __device__ unsigned* s_flags() const { return reinterpret_cast<unsigned*>(smem + traits::off_flags_bytes); }
     __device__ float* s_akkd() const { return reinterpret_cast<float*>(smem + traits::off_akkd_bytes); }  // [BT, BC]
+    __device__ std::uint64_t* s_bar(int i) const { return reinterpret_cast<std::uint64_t*>(smem + traits::off_bars_bytes) + i; }
     __device__ float* tiles() const { return reinterpret_cast<float*>(smem); }
-    __device__ float* s_aqk(int si, int sj) const { return tiles() + traits::off_aqk + pair_index(si, sj) * tile_floats; }  // [BC, BC]
+    /// Aqk block (si, sj), si > sj, or the diagonal block (Intra) for si == sj.
+    __device__ float* s_aqk(int si, int sj) const {
+        return tiles() + traits::off_aqk + (si == sj ? NPAIR + si : pair_index(si, sj)) * tile_floats;  // [BC, BC]
+    }
     __device__ float* s_l(int si, int sj) const { return tiles() + traits::off_l + pair_index(si, sj) * tile_floats; }      // [BC, BC]
     /// Ai_ij (i >= j): the diagonal inverses, then the merged blocks.
     __device__ float* s_ai(int i, int j) const {
@@ -354,34 +485,53 @@ struct chunk_kernel {
         return P.beta_is_fp32 ? static_cast<const float*>(P.beta)[off] : to_float(static_cast<const X*>(P.beta)[off]);
     }
 
+    /// Waits on mbarrier i for its current phase and flips the parity this block expects next.
+    __device__ void wait_bar(pipe_state& ps, int i) const {
+        mbar_wait(s_bar(i), (ps.parity >> i) & 1u);
+        ps.parity ^= 1u << i;
+    }
+
     // =============================================================================================
     // Prefetch: beta of the chunk's rows into a register (it lands in shared memory after phase 1),
-    // and the chunk's rows of Akkd into their own shared region by cp.async (they complete with the
-    // first K slice's group; rows past the chunk's end are zero-filled), so both latencies hide
-    // behind phase 1.
+    // and (inter-solve) the chunk's rows of Akkd into their own shared region: one tensor copy on
+    // barrier `stages`, or cp.async copies that complete with the first K slice's group (rows past
+    // the chunk's end zero-filled there; the tensor copy reads them and the inverse ignores them),
+    // so both latencies hide behind phase 1.
 
     float pf_beta = 0.f;  // beta of row tid (tid < n)
 
     __device__ void prefetch() {
         const int n = static_cast<int>(c.n);
         if (tid < n) pf_beta = beta_at(token(tid));
-        constexpr int PER_ROW = BC / 4, TOTAL = BT * PER_ROW;
-        const float* base = P.Akkd + P.Akkd_s.at(c.b, token(0), hv);
-        float* dst = s_akkd();
-        for (int idx = tid; idx < TOTAL; idx += threads) {
-            const int r = idx / PER_ROW, col = (idx % PER_ROW) * 4;
-            const bool ok = r < n;
-            if (kp.vec_akkd) {
-                cp_async16(dst + r * BC + col, ok ? base + (r * P.Akkd_s.t + col) : P.Akkd, ok);
-            } else {
+        if constexpr (Intra) {
+            if (tid == 0) *s_flags() = 0u;  // read after phase 1's barriers
+            return;
+        } else {
+            if (tma) {
+                if (tid == 0) {
+                    mbar_arrive_expect_tx(s_bar(S), BT * BC * 4);
+                    tma_load_4d(s_akkd(), &kp.tm.akkd, 0, static_cast<int>(hv), static_cast<int>(token(0)), static_cast<int>(c.b), s_bar(S));
+                }
+                return;
+            }
+            constexpr int PER_ROW = BC / 4, TOTAL = BT * PER_ROW;
+            const float* base = P.Akkd + P.Akkd_s.at(c.b, token(0), hv);
+            float* dst = s_akkd();
+            for (int idx = tid; idx < TOTAL; idx += threads) {
+                const int r = idx / PER_ROW, col = (idx % PER_ROW) * 4;
+                const bool ok = r < n;
+                if (kp.vec_akkd) {
+                    cp_async16(dst + r * BC + col, ok ? base + (r * P.Akkd_s.t + col) : P.Akkd, ok);
+                } else {
 #pragma unroll
-                for (int e = 0; e < 4; ++e) dst[r * BC + col + e] = ok ? base[r * P.Akkd_s.t + col + e] : 0.f;
+                    for (int e = 0; e < 4; ++e) dst[r * BC + col + e] = ok ? base[r * P.Akkd_s.t + col + e] : 0.f;
+                }
             }
         }
     }
 
     // =============================================================================================
-    // Phase 1: off-diagonal products.
+    // Phase 1: products.
 
     /// A thread's share of staging one tensor's K slices by 16-byte cp.async copies: rows
     /// r0 + it RPI of the chunk (it < ITERS) at column col of every slice. The row pointers are
@@ -456,6 +606,7 @@ struct chunk_kernel {
         stage_plan<float> g;
     };
 
+    /// Per-thread staging of slice k0 into stage st (cp.async or element copies).
     __device__ void stage_slice(const stage_plans& pl, int st, int k0) const {
         const std::int64_t left = P.K - k0;
         const int klim = left < BK ? static_cast<int>(left) : BK;
@@ -464,19 +615,38 @@ struct chunk_kernel {
         if (kp.vec_g) stage_vec<float, g_ld>(s_g(st), P.g, pl.g, k0, klim); else stage_scalar<float, g_ld>(s_g(st), P.g, P.g_s, hv, k0);
     }
 
-    /// Unit u (16 x 8 product) -> sub-chunk si and the 8-column tile j8 of the block row si
-    /// (columns j8 * 8 .. + 7 of sj = j8 / 2). Units run by si, then j8: u = si (si - 1) + j8, so
-    /// the contiguous units of one warp mostly share si and with it the gated A operands.
-    __device__ static void unit_of(int u, int& si, int& j8) {
-        si = 1;
-        while ((si + 1) * si <= u) ++si;
-        j8 = u - si * (si - 1);
+    /// Tensor-copy staging of slice k0 into stage st: three boxes from thread 0, on barrier st.
+    /// Rows past T and columns past K arrive as zeros; rows past the chunk's end inside T (varlen:
+    /// the next sequence) arrive as data and are masked by the build.
+    __device__ void stage_slice_tma(int st, int k0) const {
+        if (tid != 0) return;
+        const int t = static_cast<int>(token(0)), b = static_cast<int>(c.b);
+        mbar_arrive_expect_tx(s_bar(st), traits::staging_bytes);
+        tma_load_4d(s_q(st), &kp.tm.q, k0, static_cast<int>(h), t, b, s_bar(st));
+        tma_load_4d(s_k(st), &kp.tm.k, k0, static_cast<int>(h), t, b, s_bar(st));
+        tma_load_4d(s_g(st), &kp.tm.g, k0, static_cast<int>(hv), t, b, s_bar(st));
     }
 
+    /// Unit u (16 x 8 product) -> sub-chunk si and the 8-column tile j8 of the block row si
+    /// (columns j8 * 8 .. + 7 of sj = j8 / 2). Units run by si, then j8: the block row si holds
+    /// 2 (si + D) units starting at u = si (si - 1 + 2 D), so the contiguous units of one warp
+    /// mostly share si and with it the gated A operands.
+    __device__ static void unit_of(int u, int& si, int& j8) {
+        si = 1 - D;
+        while ((si + 1) * (si + 2 * D) <= u) ++si;
+        j8 = u - si * (si - 1 + 2 * D);
+    }
+    /// Row of the column factors f for block (si, sj): the pair, or NPAIR + si on the diagonal.
+    __device__ static int f_row(int si, int sj) { return sj < si ? pair_index(si, sj) : NPAIR + si; }
+
     // ---- built operands of one slice: fp32 rows of BK, 16-byte chunks swizzled by the row's
-    // parity so that the fragment loads (two rows x four chunks per quarter warp) hit 32 banks.
-    __device__ static int op_at(int row, int col) { return row * BK + (((col >> 2) ^ ((row & 1) << 2)) << 2) + (col & 3); }
-    __device__ float* ops() const { return reinterpret_cast<float*>(smem + traits::stages * traits::staging_bytes); }
+    // parity so that the fragment loads (two rows x four chunks per quarter warp) hit 32 banks
+    // (BK = 16: rows of 64 bytes, two rows per bank cycle already; no swizzle).
+    __device__ static int op_at(int row, int col) {
+        if constexpr (BK == 16) return row * BK + col;
+        return row * BK + (((col >> 2) ^ ((row & 1) << 2)) << 2) + (col & 3);
+    }
+    __device__ float* ops() const { return reinterpret_cast<float*>(smem + S * traits::staging_bytes); }
 
     /// Four adjacent staged elements as floats (p 4-element aligned).
     __device__ static float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -490,47 +660,65 @@ struct chunk_kernel {
         const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x)), b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
         return make_float4(a.x, a.y, b.x, b.y);
     }
-    __device__ static float4 exp2_diff(float4 a, float4 b) {
-        return make_float4(fast_exp2(a.x - b.x), fast_exp2(a.y - b.y), fast_exp2(a.z - b.z), fast_exp2(a.w - b.w));
-    }
+    __device__ static float4 sub4(float4 a, float4 b) { return make_float4(a.x - b.x, a.y - b.y, a.z - b.z, a.w - b.w); }
+    __device__ static float4 exp2_4(float4 a) { return make_float4(fast_exp2(a.x), fast_exp2(a.y), fast_exp2(a.z), fast_exp2(a.w)); }
+    __device__ static float4 exp2_diff(float4 a, float4 b) { return exp2_4(sub4(a, b)); }
+    __device__ static float max_abs4(float w, float4 d) { return fmaxf(fmaxf(fmaxf(w, fabsf(d.x)), fmaxf(fabsf(d.y), fabsf(d.z))), fabsf(d.w)); }
 
-    /// A operands in mma fragment order: the 16-byte slot of lane (g, t) for A sub-chunk a (= si - 1),
+    /// A operands in mma fragment order: the 16-byte slot of lane (g, t) for A sub-chunk a (= si - a_first),
     /// k16 step kq and k8 half h holds {A[g][c], A[g + 8][c], A[g][c + 1], A[g + 8][c + 1]},
     /// c = 16 kq + 4 t + 2 h: one 16-byte load is a whole fragment (k-slots t, t + 4 <- c, c + 1).
     __device__ static int a_slot(int a, int kq, int hf, int lane_) { return (((a * (BK / 16) + kq) * 2 + hf) * 32 + lane_) * 4; }
 
     /// Builds the operands of staged slice st, once per element (rows of sub-chunk m, reference
-    /// rows gn_m = first row of m, gl_m = last row of m; every exponent is <= 0):
-    ///   A: aq = q 2^(g - gn_m), ak = k 2^(g - gn_m)       m = 1 .. NS - 1 (rows past n: 0)
-    ///   B: ku = k 2^(gl_m - g)                            m = 0 .. NS - 2 (full sub-chunks)
-    ///   f(si, sj) = 2^(gn_si - gl_sj)                     si > sj, si < NS
+    /// rows gn_m = first row of m, gl_m = last valid row of m):
+    ///   A: aq = q 2^(g - gn_m), ak = k 2^(g - gn_m)       m = a_first .. NS - 1 (rows past n: 0)
+    ///   B: ku = k 2^(gl_m - g)                            m = 0 .. NS - 2 + D (rows past n: 0)
+    ///   f(si, sj) = 2^(gn_si - gl_sj)                     si > sj (and si == sj: Intra), si < NS
     /// so that k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj) (the seed's b_kgt), formed per fragment.
     /// A operands are stored as the precision's prepared values (tf32: already rounded). A task is
     /// the rows p, p + 8 of sub-chunk m at the four columns 16 kq + 4 t .. + 3, i.e. the lane (p, t)
-    /// slots of both k8 halves: consecutive lanes take consecutive t, then p.
-    __device__ void build_operands(int st) const {
+    /// slots of both k8 halves: consecutive lanes take consecutive t, then p. Intra: worst[it]
+    /// collects the largest |g - gn_m| and |gl_m - g| of the thread's task it (valid rows).
+    __device__ void build_operands(int st, float (&worst)[traits::build_iters]) const {
         const X* sq = s_q(st);
         const X* sk = s_k(st);
         const float* sg = s_g(st);
         float* op = ops();
         constexpr int KQ = BK / 16;
         const int n = static_cast<int>(c.n);
+        const bool partial = n < BT;  // block-uniform: rows past n exist and hold zeros or another sequence's data
+        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int task = tid; task < BT * BK / 8; task += threads) {
-            const int t = task % 4, p = (task / 4) % 8, kq = (task / 32) % KQ, m = task / (32 * KQ);
+        for (int it = 0; it < traits::build_iters; ++it) {
+            const int task = tid + it * threads;
+            if (task >= BT * BK / 8) break;
+            const int t = task % 4, p = (task / 4) % 8, m = task / (32 * KQ);
+            const int kq = ((task / 32) % KQ) ^ (KQ > 1 && tuning::build_permute(Mode::solve_precision) ? ((p ^ (p >> 1)) & 1) : 0);
             if (m >= NS) break;  // m ascends with task (warp-uniform)
             const int col = 16 * kq + 4 * t;
             const int r0 = m * BC + p, r1 = r0 + 8;
-            // rows past n: q = k = 0 (zero-filled) with the gate of the reference row (2^0), not
-            // their staged g = 0 (2^(0 - gn) may be inf, and 0 inf is NaN); only A reads them
-            const float4 g0 = load4(sg + (r0 < n ? r0 : m * BC) * g_ld + col), g1 = load4(sg + (r1 < n ? r1 : m * BC) * g_ld + col);
-            const float4 k0 = load4(sk + r0 * x_ld + col), k1 = load4(sk + r1 * x_ld + col);
-            if (m >= 1) {
+            const bool v0 = r0 < n, v1 = r1 < n;
+            // rows past n: q = k = 0 with the gate of the reference row (2^0), not their staged g
+            // (2^(g - gn) may be inf there, and 0 inf is NaN)
+            const float4 g0 = load4(sg + (v0 ? r0 : m * BC) * g_ld + col), g1 = load4(sg + (v1 ? r1 : m * BC) * g_ld + col);
+            float4 k0 = load4(sk + r0 * x_ld + col), k1 = load4(sk + r1 * x_ld + col);
+            if (partial) {
+                if (!v0) k0 = zero;
+                if (!v1) k1 = zero;
+            }
+            if (m >= traits::a_first) {
                 const float4 gn = load4(sg + m * BC * g_ld + col);
-                const float4 e0 = exp2_diff(g0, gn), e1 = exp2_diff(g1, gn);
-                const float4 q0 = load4(sq + r0 * x_ld + col), q1 = load4(sq + r1 * x_ld + col);
-                float* aq = op + traits::off_op_aq + a_slot(m - 1, kq, 0, 4 * p + t);
-                float* ak = op + traits::off_op_ak + a_slot(m - 1, kq, 0, 4 * p + t);
+                const float4 d0 = sub4(g0, gn), d1 = sub4(g1, gn);
+                const float4 e0 = exp2_4(d0), e1 = exp2_4(d1);
+                if constexpr (Intra) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
+                float4 q0 = load4(sq + r0 * x_ld + col), q1 = load4(sq + r1 * x_ld + col);
+                if (partial) {
+                    if (!v0) q0 = zero;
+                    if (!v1) q1 = zero;
+                }
+                float* aq = op + traits::off_op_aq + a_slot(m - traits::a_first, kq, 0, 4 * p + t);
+                float* ak = op + traits::off_op_ak + a_slot(m - traits::a_first, kq, 0, 4 * p + t);
                 constexpr int half = 32 * 4;  // floats from the first k8 half's slots to the second's
                 auto prep = [](float a, float ea, float b, float eb, float c_, float ec, float d, float ed) {
                     return make_float4(mma::prepare(a * ea), mma::prepare(b * eb), mma::prepare(c_ * ec), mma::prepare(d * ed));
@@ -540,20 +728,27 @@ struct chunk_kernel {
                 *reinterpret_cast<float4*>(ak) = prep(k0.x, e0.x, k1.x, e1.x, k0.y, e0.y, k1.y, e1.y);
                 *reinterpret_cast<float4*>(ak + half) = prep(k0.z, e0.z, k1.z, e1.z, k0.w, e0.w, k1.w, e1.w);
             }
-            if (m + 1 < NS) {
-                const float4 gl = load4(sg + (m * BC + BC - 1) * g_ld + col);
-                const float4 u0 = exp2_diff(gl, g0), u1 = exp2_diff(gl, g1);
+            if (m + 1 < NS + D) {
+                const float4 gl = load4(sg + (Intra ? last_row(m) : m * BC + BC - 1) * g_ld + col);
+                const float4 d0 = sub4(gl, g0), d1 = sub4(gl, g1);
+                if constexpr (Intra) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
+                const float4 u0 = exp2_4(d0), u1 = exp2_4(d1);
                 *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r0, col)) = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
                 *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r1, col)) = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
             }
         }
         constexpr int CPR = BK / 4;  // 4-column groups per row
-        for (int task = tid; task < traits::NPAIR * CPR; task += threads) {
+        for (int task = tid; task < traits::blocks * CPR; task += threads) {
             const int pr = task / CPR, col = (task % CPR) * 4;
             int si, sj;
-            pair_of(pr, si, sj);
-            if (si >= NS) break;  // pairs ascend in si
-            const float4 f = exp2_diff(load4(sg + si * BC * g_ld + col), load4(sg + (sj * BC + BC - 1) * g_ld + col));
+            if (pr < NPAIR) {
+                pair_of(pr, si, sj);
+            } else {
+                si = sj = pr - NPAIR;  // Intra: the diagonal block of sub-chunk si
+            }
+            if (si >= NS) continue;
+            const int gl_row = Intra ? last_row(sj) : sj * BC + BC - 1;
+            const float4 f = exp2_diff(load4(sg + si * BC * g_ld + col), load4(sg + gl_row * g_ld + col));
             *reinterpret_cast<float4*>(op + traits::off_op_f + pr * BK + col) = f;
         }
     }
@@ -562,7 +757,7 @@ struct chunk_kernel {
     /// the columns are permuted (the mma sums over k, so A and B only need the same order): k8
     /// half h gives k-slots tig, tig + 4 the columns 4 tig + 2 h, 4 tig + 2 h + 1. A fragments are
     /// one 16-byte load each (a_slot); the B rows of lane (gid, tig) are one 16-byte chunk of ku,
-    /// times the pair's column factors, rounded per fragment.
+    /// times the block's column factors, rounded per fragment.
     __device__ void slice_products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], const int (&u_si)[UPW], const int (&u_j8)[UPW], int kmax) const {
         const float* op = ops();
         // Every row this lane loads has the parity of gid, so the swizzled chunk of k16 step kq is
@@ -571,7 +766,7 @@ struct chunk_kernel {
 #pragma unroll
         for (int kq = 0; kq < BK / 16; ++kq) {
             if (16 * kq >= kmax) break;
-            const int lo = ((kq & 1) ? lo1 : lo0) + 32 * (kq >> 1);
+            const int lo = BK == 16 ? 4 * tig : ((kq & 1) ? lo1 : lo0) + 32 * (kq >> 1);
             int cur = -1;
             typename mma::a_frag qa[2], ka[2];
 #pragma unroll
@@ -580,8 +775,9 @@ struct chunk_kernel {
                 if (si < 0) break;  // warp-uniform: no more units for this warp
                 if (si != cur) {    // warp-uniform
                     cur = si;
-                    const float4 q0 = load4(op + traits::off_op_aq + a_slot(si - 1, kq, 0, lane)), q1 = load4(op + traits::off_op_aq + a_slot(si - 1, kq, 1, lane));
-                    const float4 k0 = load4(op + traits::off_op_ak + a_slot(si - 1, kq, 0, lane)), k1 = load4(op + traits::off_op_ak + a_slot(si - 1, kq, 1, lane));
+                    const int a = si - traits::a_first;
+                    const float4 q0 = load4(op + traits::off_op_aq + a_slot(a, kq, 0, lane)), q1 = load4(op + traits::off_op_aq + a_slot(a, kq, 1, lane));
+                    const float4 k0 = load4(op + traits::off_op_ak + a_slot(a, kq, 0, lane)), k1 = load4(op + traits::off_op_ak + a_slot(a, kq, 1, lane));
                     qa[0] = mma::make_a_prepared(q0.x, q0.y, q0.z, q0.w);
                     qa[1] = mma::make_a_prepared(q1.x, q1.y, q1.z, q1.w);
                     ka[0] = mma::make_a_prepared(k0.x, k0.y, k0.z, k0.w);
@@ -589,7 +785,7 @@ struct chunk_kernel {
                 }
                 const int sj = u_j8[i] / 2;
                 const float4 kb = load4(op + traits::off_op_ku + (u_j8[i] * 8 + gid) * BK + lo);  // B row (n index gid) of sj
-                const float4 f = load4(op + traits::off_op_f + pair_index(si, sj) * BK + 16 * kq + 4 * tig);
+                const float4 f = load4(op + traits::off_op_f + f_row(si, sj) * BK + 16 * kq + 4 * tig);
                 const typename mma::b_frag b0 = mma::make_b(kb.x * f.x, kb.y * f.y), b1 = mma::make_b(kb.z * f.z, kb.w * f.w);
                 mma::mma(b_Aqk[i], qa[0], b0);
                 mma::mma(b_Akk[i], ka[0], b0);
@@ -615,38 +811,71 @@ struct chunk_kernel {
         }
     }
 
-    /// Phase 1 over all K slices, pipelined: slice s + 1 is copied (cp.async) while slice s is
-    /// built into operands and multiplied.
-    __device__ void products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4]) {
+    /// Phase 1 over all K slices, pipelined over S stages: slices s + 1 .. s + S - 1 are in flight
+    /// while slice s is built into operands and multiplied.
+    __device__ void products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], pipe_state& ps) {
 #pragma unroll
         for (int i = 0; i < UPW; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) b_Aqk[i][e] = b_Akk[i][e] = 0.f;
         int u_si[UPW], u_j8[UPW];
         my_units(u_si, u_j8);
+        float worst[traits::build_iters];
+#pragma unroll
+        for (int it = 0; it < traits::build_iters; ++it) worst[it] = 0.f;
         const int nslices = static_cast<int>((P.K + BK - 1) / BK);
-        const stage_plans pl{plan(P.q, P.q_s, h), plan(P.k, P.k_s, h), plan(P.g, P.g_s, hv)};
-        stage_slice(pl, 0, 0);
-        cp_async_commit();
-        for (int s = 0; s < nslices; ++s) {
-            // the buffer of slice s + 1 held slice s - 1, whose build everyone finished before the
-            // middle barrier of s - 1
-            if (s + 1 < nslices) stage_slice(pl, (s + 1) % 2, (s + 1) * BK);
-            cp_async_commit();
-            cp_async_wait<1>();  // this thread's copies of slice s have landed
-            __syncthreads();     // ... and everyone's; the products of s - 1 are done with the operands
-            build_operands(s % 2);
-            __syncthreads();  // the operands of s are built
-            const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-            slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+        if (tma) {
+            for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
+            for (int s = 0; s < nslices; ++s) {
+                // the stage of slice s + S - 1 held slice s - 1, whose build everyone finished
+                // before the middle barrier of s - 1
+                if (s + S - 1 < nslices) stage_slice_tma((s + S - 1) % S, (s + S - 1) * BK);
+                wait_bar(ps, s % S);  // the copies of slice s have landed
+                __syncthreads();      // the products of s - 1 are done with the operands
+                if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
+                __syncthreads();  // the operands of s are built
+                const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
+                if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+            }
+            // the next item's stage 0.. may be issued only after everyone is done with this one's
+            // buffers: the kernel loop's fence + barrier
+        } else {
+            const stage_plans pl{plan(P.q, P.q_s, h), plan(P.k, P.k_s, h), plan(P.g, P.g_s, hv)};
+            for (int s = 0; s < S - 1; ++s) {
+                if (s < nslices) stage_slice(pl, s, s * BK);
+                cp_async_commit();
+            }
+            for (int s = 0; s < nslices; ++s) {
+                if (s + S - 1 < nslices) stage_slice(pl, (s + S - 1) % S, (s + S - 1) * BK);
+                cp_async_commit();
+                cp_async_wait<S - 1>();  // this thread's copies of slice s have landed
+                __syncthreads();         // ... and everyone's; the products of s - 1 are done with the operands
+                build_operands(s % S, worst);
+                __syncthreads();  // the operands of s are built
+                const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
+                slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+            }
+            cp_async_wait<0>();
         }
-        cp_async_wait<0>();
+        if constexpr (Intra) {
+            // sub-chunks whose diagonal blocks left the factorisation's range (the m of task it is
+            // warp-uniform: 32 consecutive tasks share it)
+            constexpr int KQ = BK / 16;
+#pragma unroll
+            for (int it = 0; it < traits::build_iters; ++it) {
+                const int task = tid + it * threads;
+                const int m = task / (32 * KQ);
+                const unsigned bad = __ballot_sync(0xffffffffu, !(worst[it] <= intra_factor_bound) && task < BT * BK / 8 && m < NS);
+                if (bad != 0u && lane == 0) atomicOr(s_flags(), 1u << m);
+            }
+        }
         if (tid < BT) s_beta()[tid] = pf_beta;  // 0 past the chunk's end
         __syncthreads();  // the staging buffers become the tile buffer
     }
 
     // =============================================================================================
-    // Phase 2: scale and park the products as tiles.
+    // Phase 2: scale and park the products as tiles (Intra: the diagonal blocks masked, L_ss into
+    // the diagonal tiles that phase 3 inverts in place).
 
     __device__ void park_products(const float (&b_Aqk)[UPW][4], const float (&b_Akk)[UPW][4]) const {
         const float* sb = s_beta();
@@ -660,19 +889,71 @@ struct chunk_kernel {
             const int sj = j8 / 2;
             const int col = (j8 % 2) * 8 + 2 * tig;
             const int r0 = gid, r1 = gid + 8;
-            float* aqk = s_aqk(si, sj);
-            aqk[r0 * t_ld + col] = b_Aqk[i][0] * P.scale;
-            aqk[r0 * t_ld + col + 1] = b_Aqk[i][1] * P.scale;
-            aqk[r1 * t_ld + col] = b_Aqk[i][2] * P.scale;
-            aqk[r1 * t_ld + col + 1] = b_Aqk[i][3] * P.scale;
             // rows past the end hold 0 (their A rows were 0); s_beta holds 0 there
             const float b_b0 = sb[si * BC + r0];
             const float b_b1 = sb[si * BC + r1];
-            float* l = s_l(si, sj);
-            l[r0 * t_ld + col] = b_Akk[i][0] * b_b0;
-            l[r0 * t_ld + col + 1] = b_Akk[i][1] * b_b0;
-            l[r1 * t_ld + col] = b_Akk[i][2] * b_b1;
-            l[r1 * t_ld + col + 1] = b_Akk[i][3] * b_b1;
+            float* aqk = s_aqk(si, sj);
+            float* l = sj < si ? s_l(si, sj) : s_ai(si, si);
+            const float sc = P.scale;
+            if (Intra && sj == si) {
+                // causal masks: Aqk j <= i, L j < i (rows and columns past n: their operands were 0)
+                auto pick = [](bool keep, float v) { return keep ? v : 0.f; };
+                aqk[r0 * t_ld + col] = pick(col <= r0, b_Aqk[i][0] * sc);
+                aqk[r0 * t_ld + col + 1] = pick(col + 1 <= r0, b_Aqk[i][1] * sc);
+                aqk[r1 * t_ld + col] = pick(col <= r1, b_Aqk[i][2] * sc);
+                aqk[r1 * t_ld + col + 1] = pick(col + 1 <= r1, b_Aqk[i][3] * sc);
+                l[r0 * t_ld + col] = pick(col < r0, b_Akk[i][0] * b_b0);
+                l[r0 * t_ld + col + 1] = pick(col + 1 < r0, b_Akk[i][1] * b_b0);
+                l[r1 * t_ld + col] = pick(col < r1, b_Akk[i][2] * b_b1);
+                l[r1 * t_ld + col + 1] = pick(col + 1 < r1, b_Akk[i][3] * b_b1);
+            } else {
+                aqk[r0 * t_ld + col] = b_Aqk[i][0] * sc;
+                aqk[r0 * t_ld + col + 1] = b_Aqk[i][1] * sc;
+                aqk[r1 * t_ld + col] = b_Aqk[i][2] * sc;
+                aqk[r1 * t_ld + col + 1] = b_Aqk[i][3] * sc;
+                l[r0 * t_ld + col] = b_Akk[i][0] * b_b0;
+                l[r0 * t_ld + col + 1] = b_Akk[i][1] * b_b0;
+                l[r1 * t_ld + col] = b_Akk[i][2] * b_b1;
+                l[r1 * t_ld + col + 1] = b_Akk[i][3] * b_b1;
+            }
+        }
+    }
+
+    /// Intra, a sub-chunk past the factorisation bound: its diagonal blocks term by term on one
+    /// warp, 2^(g_i - g_j) per term (exponent <= 0 for decaying gates: exact for any decay), from
+    /// global memory, into the tiles park_products filled: Aqk (j <= i, scaled) and L_ss (j < i,
+    /// times beta). Lane: row i = lane % 16, columns j = 2 e + lane / 16.
+    __device__ void diag_exact(int m) const {
+        const int i = lane % BC, half = lane / BC, nrow = rows(m);
+        float aq[BC / 2] = {}, ak[BC / 2] = {};
+        if (i < nrow) {
+            const std::int64_t ti = token(m * BC + i);
+            const X* qi = P.q + P.q_s.at(c.b, ti, h);
+            const X* ki = P.k + P.k_s.at(c.b, ti, h);
+            const float* gi = P.g + P.g_s.at(c.b, ti, hv);
+#pragma unroll 1
+            for (std::int64_t kk = 0; kk < P.K; ++kk) {
+                const float qv = to_float(qi[kk]), kv = to_float(ki[kk]), gv = gi[kk];
+#pragma unroll
+                for (int e = 0; e < BC / 2; ++e) {
+                    const int j = 2 * e + half;
+                    if (j <= i) {
+                        const std::int64_t tj = token(m * BC + j);
+                        const float kj = to_float(P.k[P.k_s.at(c.b, tj, h) + kk]) * fast_exp2(gv - P.g[P.g_s.at(c.b, tj, hv) + kk]);
+                        aq[e] = fmaf(qv, kj, aq[e]);
+                        ak[e] = fmaf(kv, kj, ak[e]);
+                    }
+                }
+            }
+        }
+        const float b_i = s_beta()[m * BC + i];
+        float* aqk = s_aqk(m, m);
+        float* l = s_ai(m, m);
+#pragma unroll
+        for (int e = 0; e < BC / 2; ++e) {
+            const int j = 2 * e + half;
+            aqk[i * t_ld + j] = i < nrow && j <= i ? aq[e] * static_cast<float>(P.scale) : 0.f;
+            l[i * t_ld + j] = i < nrow && j < i ? ak[e] * b_i : 0.f;
         }
     }
 
@@ -685,17 +966,23 @@ struct chunk_kernel {
             const int s = warp + d * warps;
             if (s >= NS) break;
             float* b_Ai = s_ai(s, s);  // [BC, BC]
-            // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with the
-            // diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the chunk's end
-            const int nrow = rows(s);
+            if constexpr (!Intra) {
+                // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
+                // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
+                // chunk's end
+                const int nrow = rows(s);
 #pragma unroll
-            for (int i = 0; i < BC * BC / 32; ++i) {
-                const int e = lane + 32 * i;
-                const int r = e / BC, j = e % BC;
-                const bool ok = r < nrow && (Mode::safe_gate ? j <= r : j < r);
-                b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
+                for (int i = 0; i < BC * BC / 32; ++i) {
+                    const int e = lane + 32 * i;
+                    const int r = e / BC, j = e % BC;
+                    const bool ok = r < nrow && (Mode::safe_gate ? j <= r : j < r);
+                    b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
+                }
+            } else {
+                // L_ss is in place (park_products / diag_exact: strict lower, 0 elsewhere)
+                if ((*s_flags() >> s) & 1u) diag_exact(s);  // warp-uniform
             }
-            if constexpr (!Mode::safe_gate) {
+            if constexpr (Intra || !Mode::safe_gate) {
                 __syncwarp();
                 // Forward substitution, lane j owning column j (lanes 16-31 duplicate 0-15 and store
                 // nothing): x[r] = delta_rj - sum_{m<r} L[r, m] x[m], m ascending. Row r of L is read
@@ -818,8 +1105,17 @@ struct chunk_kernel {
         }
     }
 
+    /// Eight columns [col, col + 8) of a tile row, stopping at column n - 1 (element stores there).
+    __device__ static void store8_upto(X* dst, const float* src, int col, int n) {
+        if (col + 8 <= n) {
+            store8(dst, src);
+        } else {
+            for (int e = 0; col + e < n; ++e) dst[e] = from_float<X>(src[e]);
+        }
+    }
+
     /// 16-byte stores: a lane writes 8 adjacent columns, BT / 8 lanes a row, 32 / (BT / 8) rows per
-    /// warp pass. Akk's last diagonal block of a partial chunk stops at column n - 1 (element stores).
+    /// warp pass. The last diagonal block of a partial chunk stops at column n - 1 (element stores).
     __device__ void store_outputs_vec() const {
         constexpr int CPR = BT / 8, RPP = 32 / CPR;
         const int n = static_cast<int>(c.n);
@@ -829,14 +1125,8 @@ struct chunk_kernel {
             const int si = r / BC, rr = r % BC;
             if (r >= n || sj > si) continue;
             const std::int64_t t = token(r);
-            if (sj < si) store8(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc);
-            X* akk = P.Akk + P.Akk_s.at(c.b, t, hv) + col;
-            const float* ai = s_ai(si, sj) + rr * t_ld + cc;
-            if (col + 8 <= n) {
-                store8(akk, ai);
-            } else {
-                for (int e = 0; col + e < n; ++e) akk[e] = from_float<X>(ai[e]);
-            }
+            if (sj < si || Intra) store8_upto(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc, col, n);
+            store8_upto(P.Akk + P.Akk_s.at(c.b, t, hv) + col, s_ai(si, sj) + rr * t_ld + cc, col, n);
         }
     }
 
@@ -853,49 +1143,60 @@ struct chunk_kernel {
             for (int col = 2 * lane; col < BT; col += 64) {
                 const int sj = col / BC, cc = col % BC;
                 if (sj > si) continue;
-                if (sj < si) {
-                    const float* a = s_aqk(si, sj) + rr * t_ld + cc;
-                    store_pair(aqk_row + col, a[0], a[1], vec);
-                }
-                const float* ai = s_ai(si, sj) + rr * t_ld + cc;
-                if (col + 1 < n)
-                    store_pair(akk_row + col, ai[0], ai[1], vec);
-                else if (col < n)
-                    akk_row[col] = from_float<X>(ai[0]);
+                auto put = [&](X* row, const float* a) {
+                    if (col + 1 < n)
+                        store_pair(row + col, a[0], a[1], vec);
+                    else if (col < n)
+                        row[col] = from_float<X>(a[0]);
+                };
+                if (sj < si || Intra) put(aqk_row, s_aqk(si, sj) + rr * t_ld + cc);
+                put(akk_row, s_ai(si, sj) + rr * t_ld + cc);
             }
         }
     }
 
-    __device__ void run() {
+    __device__ void run(pipe_state& ps) {
         prefetch();
-        if (NS > 1) {
+        if (Intra || NS > 1) {
             float b_Aqk[UPW][4], b_Akk[UPW][4];
-            products(b_Aqk, b_Akk);  // ends with every copy landed and a barrier
+            products(b_Aqk, b_Akk, ps);  // ends with every copy landed and a barrier
             park_products(b_Aqk, b_Akk);
+            if constexpr (Intra) __syncthreads();  // phase 3 reads L_ss from other warps' units
         } else {
             cp_async_commit();
             cp_async_wait<0>();
-            __syncthreads();  // Akkd has landed
+            __syncthreads();  // Akkd has landed (cp.async path)
         }
-        diagonal_inverses();
+        if constexpr (!Intra)
+            if (tma) wait_bar(ps, S);  // Akkd's tensor copy
+        if constexpr ((tuning::skip_phases() & 1) == 0) diagonal_inverses();
         __syncthreads();
-        merge();
-        store_outputs();
+        if constexpr ((tuning::skip_phases() & 1) == 0) merge();
+        if constexpr ((tuning::skip_phases() & 2) == 0) store_outputs();
     }
 };
 
 /// The kernel: a grid-stride loop over work items (chunk, value head), value heads fastest so the
 /// heads of one GVA group read the same q / k rows close together in time.
-template <class X, class Cfg, class Mode>
-__global__ void __launch_bounds__(kernel_traits<X, Cfg>::threads, tuning::min_blocks(Mode::solve_precision, sizeof(X), Cfg::BT))
+template <class X, class Cfg, class Mode, bool Intra>
+__global__ void __launch_bounds__(kernel_traits<X, Cfg, Intra, Mode::solve_precision>::threads, tuning::min_blocks(Mode::solve_precision, sizeof(X), Cfg::BT, Intra))
     inter_solve_kernel(const __grid_constant__ kernel_params<X> kp) {
-    extern __shared__ __align__(16) unsigned char smem[];
+    using traits = kernel_traits<X, Cfg, Intra, Mode::solve_precision>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const bool tma = device_has_tma && kp.tma;
+    if (tma && threadIdx.x == 0) {
+        auto* bars = reinterpret_cast<std::uint64_t*>(smem + traits::off_bars_bytes);
+        for (int i = 0; i <= traits::stages; ++i) mbar_init(bars + i, 1);
+        mbar_init_fence();
+    }
+    pipe_state ps;
     const std::int64_t items = kp.p.num_items();
     for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-        chunk_kernel<X, Cfg, Mode> w(kp, item, smem);
+        chunk_kernel<X, Cfg, Mode, Intra> w(kp, item, smem);
         if (w.c.n <= 0) continue;  // an idle varlen slot (block-uniform)
-        __syncthreads();           // the previous item is done with shared memory
-        w.run();
+        if (tma) fence_proxy_async();  // this thread's accesses of the last item before the copy engine's writes
+        __syncthreads();           // the previous item is done with shared memory (and the barriers are initialised)
+        w.run(ps);
     }
 }
 

@@ -1,17 +1,27 @@
 // kda/cuda/tuning.hpp: the CUDA kernel's tuning choices, as constexpr functions in one place.
 //
 // None of these choices changes a result bit: the K slice width only cuts the k8 steps of one
-// sequential accumulation into groups, and the occupancy hint only limits registers.
+// sequential accumulation into groups, the pipeline depth and warp count only change who computes
+// what when, and the occupancy hint only limits registers.
 //
-//   kernel_bk(BK)            K slice staged per pipeline stage (the dispatcher's BK is a hint)
-//   stages                   depth of the cp.async pipeline over K slices
-//   min_blocks(P, x, BT)     __launch_bounds__ minimum resident blocks per SM (register cap)
+//   kernel_bk(BK, P, intra)      K slice staged per pipeline stage (the dispatcher's BK is a hint)
+//   stages(P, intra)             depth of the copy pipeline over K slices
+//   warps(intra)                 warps per block
+//   min_blocks(P, x, BT, intra)  __launch_bounds__ minimum resident blocks per SM (register cap)
+//   build_permute(P)             the operand build's task-to-column map (bank conflicts)
+//
+// `intra` is the fused intra-stage kernel (chunk_kda_intra: the diagonal blocks computed in the
+// same kernel), false the inter-solve step.
 //
 // How these were chosen (regenerate after a kernel change): build one benchmark binary per
 // candidate through the KDA_CUDA_TUNE_* hooks below, e.g.
-//   bash bench/build_device_bins.sh "cur:-Iinclude" "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64" "m3:-Iinclude -DKDA_CUDA_TUNE_MINB=3"
-// run them side by side on the GPU in one call (STEPS=bench VARIANTS="cur bk64 m3" bash
-// bench/run_device_bench.sh), read TBps per shape, and write the winners here.
+//   bash bench/build_device_bins.sh "cur:-Iinclude" "bk32:-Iinclude -DKDA_CUDA_TUNE_BK=32"
+//        "s3m5:-Iinclude -DKDA_CUDA_TUNE_STAGES=3 -DKDA_CUDA_TUNE_MINB=5 -DKDA_CUDA_TUNE_INTRA_MINB=4"
+//   (one command line)
+// run them side by side on the GPU in one call (STEPS=bench VARIANTS="cur bk32 s3m5" bash
+// bench/run_device_bench.sh), read the time or TBps per shape, and write the winners into the
+// table below (the measurements are in docs/PERFORMANCE.md, "Tuning"). A hook applies to every
+// precision (KDA_CUDA_TUNE_BK, _STAGES) or to one step (_MINB: inter-solve, _INTRA_MINB: fused).
 // Check registers and spills with `nvcc -Xptxas -v` (bench/build_device_bins.sh prints them).
 // The hooks exist for that measurement only; a normal build defines none of them.
 #pragma once
@@ -20,37 +30,102 @@
 
 namespace kda::cuda::tuning {
 
-/// K slice per stage. 32 keeps the shared memory of a BT = 64 block at 56 KB (two stages of raw
-/// q, k (X) and g (fp32) slices 32 KB, one slice's built operands 19 KB, Akkd 4 KB, beta), so four
-/// blocks fit in an SM beside the register limit; 64 would double the first two (3 blocks/SM).
-/// Measured on an H200 with the second session's kernel (bf16, K = 128, B1 T8192 H96, not safe,
-/// tf32; bench/results/2026-12-02_h200_tuning_sweep.txt): BK 32 724 us, BK 64 929 us; not
-/// re-measured for the third session's kernel (the built operands need BK % 32 == 0).
-constexpr int kernel_bk(int /*dispatcher_bk*/) {
+// The table (measured on an H200, bf16, K = 128, Google Benchmark with L2 flushed; the raw output
+// of each round is in bench/results/, the sweep itself in docs/PERFORMANCE.md, "Tuning"):
+//
+//   step          precision  K slice  stages  blocks/SM (registers)   B8 T4096 H32 / B1 T8192 H96
+//   inter-solve   tf32       16       2       5 (<= 102, 96 used)     467 / 361 us (BK 32, 4 blocks: 503 / 385)
+//   inter-solve   fp32       32       2       4 (<= 128)              683 / 519 us (BK 16, 5 blocks: 696 / 531)
+//   intra (fused) tf32       16       3       4 (<= 128)              657 / 500 us (BK 32, 3 blocks: 716 / 544)
+//   intra (fused) fp32       16       3       4 (<= 128)              926 / 700 us (BK 32, 3 blocks: 1056 / 801)
+//
+// Every large shape of issue 5 ranked the candidates the same way, so the table is keyed by step
+// and precision only. Why: a block's phases are serial (copies, build, products, solve, stores),
+// so throughput comes from co-resident blocks; a 16-column slice halves the staging and built
+// operands (smaller shared memory and fewer live registers per block), which buys the fifth block
+// for the tf32 step and the fourth for the fused kernel, while the fp32 step's longer products
+// keep their registers better at 32 columns.
+
+namespace detail {
+constexpr bool is_tf32(precision p) { return p == precision::tf32; }
+}  // namespace detail
+
+/// K slice per pipeline stage (the dispatcher's BK is only a hint): 16 or a multiple of 32.
+constexpr int kernel_bk(int /*dispatcher_bk*/, precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_BK
+    (void)p;
+    (void)intra;
     return KDA_CUDA_TUNE_BK;
 #else
-    return 32;
+    return intra || detail::is_tf32(p) ? 16 : 32;
 #endif
 }
 
-/// cp.async pipeline depth over the K slices (2: the next slice loads while this one computes).
-constexpr int stages = 2;
-
-/// Minimum resident blocks (of 128 threads) per SM asked of ptxas: 4 caps registers at 128 per
-/// thread, which with 56 KB of shared memory per block is also the shared-memory limit. Measured
-/// on an H200 (bf16, K = 128, Google Benchmark, L2 flushed), third session's kernel: the 3xTF32
-/// (fp32) path at 4 blocks (<= 16 bytes of spills) against 3 (<= 161 registers, no spills): B1
-/// T8192 H96 572 / 594 us, B8 T4096 H32 757 / 783 us, B1 T1024 H32 (graph) 34.0 / 41.3 us (not
-/// safe). Second session's kernel, tf32: 4 blocks 724 us, 3 blocks 822 us, 2 blocks 819 us.
-constexpr int min_blocks(precision p, int /*x_size*/, int BT) {
-#ifdef KDA_CUDA_TUNE_MINB
+/// Copy pipeline depth over the K slices (slices s + 1 .. s + stages - 1 load while s computes).
+constexpr int stages(precision p, bool intra) {
+#ifdef KDA_CUDA_TUNE_STAGES
     (void)p;
-    (void)BT;
-    return KDA_CUDA_TUNE_MINB;
+    (void)intra;
+    return KDA_CUDA_TUNE_STAGES;
 #else
     (void)p;
-    return BT > 64 ? 2 : 4;
+    return intra ? 3 : 2;
+#endif
+}
+
+/// The build's map from a thread's task to its k16 step: kq XOR the parity of the task's row
+/// (p & 3), so that the raw-slice loads of a quarter warp (two rows of g, 128 B apart) and of a
+/// half warp (four rows of q / k, 64 B apart) hit distinct banks; the up-gated k stores then
+/// take two wavefronts where they took one. Results are the same bits either way.
+constexpr bool build_permute(precision p) {
+#ifdef KDA_CUDA_TUNE_PERM
+    return KDA_CUDA_TUNE_PERM == 1 || (KDA_CUDA_TUNE_PERM == 2 && p == precision::tf32);
+#else
+    (void)p;
+    return false;
+#endif
+}
+
+/// Measurement only (never defined in a normal build: the results are then wrong): phases the
+/// kernel leaves out, to time the others by difference. Bits: 1 the diagonal inverses and the
+/// merge, 2 the stores, 4 the operand build, 8 the products.
+constexpr int skip_phases() {
+#ifdef KDA_CUDA_TUNE_SKIP
+    return KDA_CUDA_TUNE_SKIP;
+#else
+    return 0;
+#endif
+}
+
+/// Warps per block. The inter-solve step: 4 (12 units of 16 x 8 per chunk, 3 per warp). The fused
+/// intra stage has 20 units (the diagonal blocks too): 4 warps of 5 units (measured: 8 warps of 3
+/// at 2 blocks per SM were 17% slower on B8 T4096 H32, 838 against 714 us, both at BK 32).
+constexpr int warps(bool intra) {
+#ifdef KDA_CUDA_TUNE_INTRA_WARPS
+    return intra ? KDA_CUDA_TUNE_INTRA_WARPS : 4;
+#else
+    return intra ? 4 : 4;
+#endif
+}
+
+/// Minimum resident blocks per SM asked of ptxas (caps registers at 65536 / (threads x blocks));
+/// the table above. BT = 32 blocks are smaller and take the same caps.
+constexpr int min_blocks(precision p, int /*x_size*/, int BT, bool intra) {
+    (void)BT;
+    if (intra) {
+#ifdef KDA_CUDA_TUNE_INTRA_MINB
+        (void)p;
+        return KDA_CUDA_TUNE_INTRA_MINB;
+#else
+        (void)p;
+        return warps(true) >= 8 ? 2 : 4;
+#endif
+    }
+#ifdef KDA_CUDA_TUNE_MINB
+    (void)p;
+    return KDA_CUDA_TUNE_MINB;
+#else
+    return detail::is_tf32(p) ? 5 : 4;
 #endif
 }
 
