@@ -63,11 +63,8 @@ lowered lower(const kda_capi_call* c) {
 }
 
 kda::cuda_backend backend_of(const kda_capi_call* c) {
-    kda::cuda_backend be;
-    be.stream = static_cast<cudaStream_t>(c->stream);
-    be.fuse_intra = (c->flags & KDA_CAPI_TWO_KERNELS) == 0;
-    be.use_tma = (c->flags & KDA_CAPI_NO_TMA) == 0;
-    return be;
+    return {.stream = static_cast<cudaStream_t>(c->stream), .use_tma = (c->flags & KDA_CAPI_NO_TMA) == 0,
+            .fuse_intra = (c->flags & KDA_CAPI_TWO_KERNELS) == 0};
 }
 
 template <class F>

@@ -142,15 +142,6 @@ void run_policy(const inter_solve_problem& p, const inter_solve_args& h, int BK)
     dc.finish(h, d);
 }
 
-namespace {
-cuda_backend intra_backend(cudaStream_t s, bool fuse) {
-    cuda_backend be;
-    be.stream = s;
-    be.fuse_intra = fuse;
-    return be;
-}
-}  // namespace
-
 std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_workspace, const std::string& keep_on_host, bool fuse) {
     device_copies dc;
     intra_args d;
@@ -162,7 +153,7 @@ std::string run_intra(const intra_problem& p, const intra_args& h, bool drop_wor
     d.cu_seqlens_host = h.cu_seqlens;
     d.chunk_indices_host = h.chunk_indices;
     if (!drop_workspace) d.Akkd = keep_on_host == "Akkd" ? h.Akkd : dc.up(h.Akkd);
-    const std::string msg = message_of([&] { kda::chunk_kda_intra(intra_backend(dc.stream, fuse), p, d); });
+    const std::string msg = message_of([&] { kda::chunk_kda_intra(cuda_backend{.stream = dc.stream, .fuse_intra = fuse}, p, d); });
     if (keep_on_host.empty()) {
         dc.down(h.Aqk, d.Aqk);
         dc.down(h.Akk, d.Akk);
@@ -194,7 +185,7 @@ void run_intra_in_graph(const intra_problem& p, const intra_args& h, int replays
     d.cu_seqlens_host = h.cu_seqlens;
     d.chunk_indices_host = h.chunk_indices;
     KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));
-    capture_and_replay(dc.stream, replays, [&] { kda::chunk_kda_intra(intra_backend(dc.stream, fuse), p, d); });
+    capture_and_replay(dc.stream, replays, [&] { kda::chunk_kda_intra(cuda_backend{.stream = dc.stream, .fuse_intra = fuse}, p, d); });
     dc.down(h.Aqk, d.Aqk);
     dc.down(h.Akk, d.Akk);
     KDA_CUDA_CHECK(cudaStreamSynchronize(dc.stream));

@@ -152,16 +152,6 @@ Args upload_common(mirror& m, const Args& h) {
 }
 }  // namespace
 
-namespace {
-cuda_backend backend_of(cudaStream_t s, const cuda_options& o) {
-    cuda_backend be;
-    be.stream = s;
-    be.use_tma = o.use_tma;
-    be.fuse_intra = o.fuse_intra;
-    return be;
-}
-}  // namespace
-
 double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_args& host_args, const cuda_options& options) {
     const inter_solve_args h = checked(p, host_args);
     if (p.T == 0) return 0.0;
@@ -171,7 +161,7 @@ double cuda_inter_solve_host(const inter_solve_problem& p, const inter_solve_arg
     d.Akkd = m.upload(h.Akkd);
     d.Akk = m.upload(h.Akk);
 
-    return timed(stream.get(), [&] { kda::inter_solve(backend_of(stream.get(), options), p, d); }, [&] {
+    return timed(stream.get(), [&] { kda::inter_solve(cuda_backend{.stream = stream.get(), .use_tma = options.use_tma, .fuse_intra = options.fuse_intra}, p, d); }, [&] {
         m.download(h.Aqk, d.Aqk);
         m.download(h.Akk, d.Akk);
     });
@@ -192,7 +182,7 @@ double cuda_intra_host(const intra_problem& p, const intra_args& host_args, cons
         own.emplace_back(static_cast<std::size_t>(p.B * p.T * p.HV * p.BC) * sizeof(float));
         d.Akkd = make_mutable_tensor(reinterpret_cast<float*>(own.back().get()), {p.B, p.T, p.HV, p.BC});
     }
-    return timed(stream.get(), [&] { kda::chunk_kda_intra(backend_of(stream.get(), options), p, d); }, [&] {
+    return timed(stream.get(), [&] { kda::chunk_kda_intra(cuda_backend{.stream = stream.get(), .use_tma = options.use_tma, .fuse_intra = options.fuse_intra}, p, d); }, [&] {
         m.download(h.Aqk, d.Aqk);
         m.download(h.Akk, d.Akk);
         if (!h.Akkd.empty_view()) m.download(h.Akkd, d.Akkd);

@@ -11,8 +11,9 @@
 // read once, Aqk and Akk written once; args.Akkd is optional and neither read nor written). With
 // cuda_backend::fuse_intra = false it is two launches, the producer (writes Aqk's diagonal blocks
 // and the Akkd workspace) and the inter-solve kernel (reads Akkd, writes the rest of Aqk and Akk),
-// which needs args.Akkd ([B, T, HV, BC] fp32, device memory) because the backend never allocates. Varlen calls pass host copies of cu_seqlens (and
-// chunk_indices) as for inter_solve; chunk_local_cumsum needs cu_seqlens_host likewise.
+// which needs args.Akkd ([B, T, HV, BC] fp32, device memory) because the backend never allocates.
+// Varlen calls pass host copies of cu_seqlens (and chunk_indices) as for inter_solve;
+// chunk_local_cumsum needs cu_seqlens_host likewise.
 #pragma once
 
 #include <cuda_runtime.h>

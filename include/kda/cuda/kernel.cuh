@@ -694,7 +694,7 @@ struct chunk_kernel {
             const int task = tid + it * threads;
             if (task >= BT * BK / 8) break;
             const int t = task % 4, p = (task / 4) % 8, m = task / (32 * KQ);
-            const int kq = ((task / 32) % KQ) ^ (KQ > 1 && tuning::build_permute(Mode::solve_precision) ? ((p ^ (p >> 1)) & 1) : 0);
+            const int kq = (task / 32) % KQ;
             if (m >= NS) break;  // m ascends with task (warp-uniform)
             const int col = 16 * kq + 4 * t;
             const int r0 = m * BC + p, r1 = r0 + 8;
@@ -824,21 +824,25 @@ struct chunk_kernel {
 #pragma unroll
         for (int it = 0; it < traits::build_iters; ++it) worst[it] = 0.f;
         const int nslices = static_cast<int>((P.K + BK - 1) / BK);
+        // slice s has landed in stage s % S: build it, then multiply (the first barrier also
+        // waits for the products of s - 1 to be done with the operands)
+        auto consume = [&](int s) {
+            __syncthreads();
+            if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
+            __syncthreads();  // the operands of s are built
+            const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
+            if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+        };
+        // in both pipelines the stage of slice s + S - 1 held slice s - 1, whose build everyone
+        // finished before the middle barrier of s - 1
         if (tma) {
             for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
             for (int s = 0; s < nslices; ++s) {
-                // the stage of slice s + S - 1 held slice s - 1, whose build everyone finished
-                // before the middle barrier of s - 1
                 if (s + S - 1 < nslices) stage_slice_tma((s + S - 1) % S, (s + S - 1) * BK);
                 wait_bar(ps, s % S);  // the copies of slice s have landed
-                __syncthreads();      // the products of s - 1 are done with the operands
-                if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
-                __syncthreads();  // the operands of s are built
-                const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-                if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+                consume(s);
             }
-            // the next item's stage 0.. may be issued only after everyone is done with this one's
-            // buffers: the kernel loop's fence + barrier
+            // the next item's first copies wait for the kernel loop's fence + barrier
         } else {
             const stage_plans pl{plan(P.q, P.q_s, h), plan(P.k, P.k_s, h), plan(P.g, P.g_s, hv)};
             for (int s = 0; s < S - 1; ++s) {
@@ -848,12 +852,8 @@ struct chunk_kernel {
             for (int s = 0; s < nslices; ++s) {
                 if (s + S - 1 < nslices) stage_slice(pl, (s + S - 1) % S, (s + S - 1) * BK);
                 cp_async_commit();
-                cp_async_wait<S - 1>();  // this thread's copies of slice s have landed
-                __syncthreads();         // ... and everyone's; the products of s - 1 are done with the operands
-                build_operands(s % S, worst);
-                __syncthreads();  // the operands of s are built
-                const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-                slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+                cp_async_wait<S - 1>();  // this thread's copies of slice s have landed (everyone's: the barrier in consume)
+                consume(s);
             }
             cp_async_wait<0>();
         }
@@ -895,27 +895,17 @@ struct chunk_kernel {
             float* aqk = s_aqk(si, sj);
             float* l = sj < si ? s_l(si, sj) : s_ai(si, si);
             const float sc = P.scale;
-            if (Intra && sj == si) {
-                // causal masks: Aqk j <= i, L j < i (rows and columns past n: their operands were 0)
-                auto pick = [](bool keep, float v) { return keep ? v : 0.f; };
-                aqk[r0 * t_ld + col] = pick(col <= r0, b_Aqk[i][0] * sc);
-                aqk[r0 * t_ld + col + 1] = pick(col + 1 <= r0, b_Aqk[i][1] * sc);
-                aqk[r1 * t_ld + col] = pick(col <= r1, b_Aqk[i][2] * sc);
-                aqk[r1 * t_ld + col + 1] = pick(col + 1 <= r1, b_Aqk[i][3] * sc);
-                l[r0 * t_ld + col] = pick(col < r0, b_Akk[i][0] * b_b0);
-                l[r0 * t_ld + col + 1] = pick(col + 1 < r0, b_Akk[i][1] * b_b0);
-                l[r1 * t_ld + col] = pick(col < r1, b_Akk[i][2] * b_b1);
-                l[r1 * t_ld + col + 1] = pick(col + 1 < r1, b_Akk[i][3] * b_b1);
-            } else {
-                aqk[r0 * t_ld + col] = b_Aqk[i][0] * sc;
-                aqk[r0 * t_ld + col + 1] = b_Aqk[i][1] * sc;
-                aqk[r1 * t_ld + col] = b_Aqk[i][2] * sc;
-                aqk[r1 * t_ld + col + 1] = b_Aqk[i][3] * sc;
-                l[r0 * t_ld + col] = b_Akk[i][0] * b_b0;
-                l[r0 * t_ld + col + 1] = b_Akk[i][1] * b_b0;
-                l[r1 * t_ld + col] = b_Akk[i][2] * b_b1;
-                l[r1 * t_ld + col + 1] = b_Akk[i][3] * b_b1;
-            }
+            // the diagonal blocks (Intra) keep their causal parts, Aqk j <= i and L j < i (rows and
+            // columns past n: their operands were 0); off the diagonal every entry is kept
+            const bool diag = Intra && sj == si;
+            auto put = [&](int r, int cc, float vq, float vk, float b) {
+                aqk[r * t_ld + cc] = !diag || cc <= r ? vq * sc : 0.f;
+                l[r * t_ld + cc] = !diag || cc < r ? vk * b : 0.f;
+            };
+            put(r0, col, b_Aqk[i][0], b_Akk[i][0], b_b0);
+            put(r0, col + 1, b_Aqk[i][1], b_Akk[i][1], b_b0);
+            put(r1, col, b_Aqk[i][2], b_Akk[i][2], b_b1);
+            put(r1, col + 1, b_Aqk[i][3], b_Akk[i][3], b_b1);
         }
     }
 

@@ -8,7 +8,6 @@
 //   stages(P, intra)             depth of the copy pipeline over K slices
 //   warps(intra)                 warps per block
 //   min_blocks(P, x, BT, intra)  __launch_bounds__ minimum resident blocks per SM (register cap)
-//   build_permute(P)             the operand build's task-to-column map (bank conflicts)
 //
 // `intra` is the fused intra-stage kernel (chunk_kda_intra: the diagonal blocks computed in the
 // same kernel), false the inter-solve step.
@@ -22,6 +21,8 @@
 // bench/run_device_bench.sh), read the time or TBps per shape, and write the winners into the
 // table below (the measurements are in docs/PERFORMANCE.md, "Tuning"). A hook applies to every
 // precision (KDA_CUDA_TUNE_BK, _STAGES) or to one step (_MINB: inter-solve, _INTRA_MINB: fused).
+// A build-task permutation against bank conflicts (measured 2.4% at BK 32 tf32, nothing at BK 16)
+// was dropped.
 // Check registers and spills with `nvcc -Xptxas -v` (bench/build_device_bins.sh prints them).
 // The hooks exist for that measurement only; a normal build defines none of them.
 #pragma once
@@ -70,19 +71,6 @@ constexpr int stages(precision p, bool intra) {
 #else
     (void)p;
     return intra ? 3 : 2;
-#endif
-}
-
-/// The build's map from a thread's task to its k16 step: kq XOR the parity of the task's row
-/// (p & 3), so that the raw-slice loads of a quarter warp (two rows of g, 128 B apart) and of a
-/// half warp (four rows of q / k, 64 B apart) hit distinct banks; the up-gated k stores then
-/// take two wavefronts where they took one. Results are the same bits either way.
-constexpr bool build_permute(precision p) {
-#ifdef KDA_CUDA_TUNE_PERM
-    return KDA_CUDA_TUNE_PERM == 1 || (KDA_CUDA_TUNE_PERM == 2 && p == precision::tf32);
-#else
-    (void)p;
-    return false;
 #endif
 }
 
