@@ -158,8 +158,8 @@ struct diag_item {
             for (int nh = 0; nh < 2; ++nh) {
                 const float2 u = load_pair(sm.g + (nh * 8 + gid) * LD + c0);  // B's column n = key row j
                 const auto b = mma::make_b(u.x, u.y);
-                mma::mma(S[nh], aq, b);
-                mma::mma(Lk[nh], ak, b);
+                mma::mma_full(S[nh], aq, b);
+                mma::mma_full(Lk[nh], ak, b);
             }
         }
     }

@@ -41,10 +41,11 @@
 //
 // Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (to_tf32) and
 // accumulates in the tensor core, as FLA does. fp32 splits every operand x = hi + lo into two tf32
-// numbers and sums all four partial products hi hi + hi lo + lo hi + lo lo of each k8 step into a
-// fresh accumulator, then adds it in fp32: a product is then as accurate as the split itself (at
-// most 2^-22 relative, and exact for operands of up to 22 significant bits), and the tensor core's
-// truncating accumulation (round toward zero) only ever sees 8 products at a time. Measured on the
+// numbers and sums the partial products hi hi + hi lo + lo hi (+ lo lo in the merge) of each k8
+// step into a fresh accumulator, then adds it in fp32: a product is then as accurate as the split
+// itself (at most 2^-22 relative, and exact for operands of up to 22 significant bits in the merge,
+// of up to 11 in the products over K), and the tensor core's truncating accumulation (round toward
+// zero) only ever sees 8 products at a time. Measured on the
 // conformance grids, this mode is as accurate as the CPU backend's fp32 FMA arithmetic. The B
 // operand's factorisation adds one fp32 rounding (2^-24) and one ex2.approx to each element.
 //
@@ -269,10 +270,15 @@ struct mma_policy<precision::tf32> {
         return {{__float_as_uint(a0), __float_as_uint(a1), __float_as_uint(a2), __float_as_uint(a3)}};
     }
     __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_m16n8k8(acc, a.hi, b.hi); }
+    __device__ static void mma_full(float (&acc)[4], const a_frag& a, const b_frag& b) { mma(acc, a, b); }
 };
 
-/// fp32: x = hi + lo (both tf32; |x - hi - lo| <= 2^-22 |x|), all four partial products, summed
-/// small to large into a fresh accumulator that is then added in fp32.
+/// fp32: x = hi + lo (both tf32; |x - hi - lo| <= 2^-22 |x|), partial products summed small to
+/// large into a fresh accumulator that is then added in fp32. mma_full takes all four (lo lo, lo
+/// hi, hi lo, hi hi: exact for operands of up to 22 significant bits); mma, for the products over
+/// K, leaves out lo lo, which is at most 2^-22 |a b| (each |lo| <= 2^-11 |x|) and far smaller in
+/// practice (about 2^-26 on average, random in sign), and exactly 0 for operands of up to 11
+/// significant bits (16-bit q and k under exact decays).
 template <>
 struct mma_policy<precision::fp32> {
     struct a_frag {
@@ -302,15 +308,18 @@ struct mma_policy<precision::fp32> {
     /// Built operands are stored unrounded and split when their fragment is formed.
     __device__ static float prepare(float x) { return x; }
     __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) { return make_a(a0, a1, a2, a3); }
-    __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) {
+    template <bool LoLo>
+    __device__ static void mma_parts(float (&acc)[4], const a_frag& a, const b_frag& b) {
         float t[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_m16n8k8(t, a.lo, b.lo);
+        if constexpr (LoLo) mma_m16n8k8(t, a.lo, b.lo);
         mma_m16n8k8(t, a.lo, b.hi);
         mma_m16n8k8(t, a.hi, b.lo);
         mma_m16n8k8(t, a.hi, b.hi);
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[e] += t[e];
     }
+    __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_parts<tuning::fp32_lo_lo()>(acc, a, b); }
+    __device__ static void mma_full(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_parts<true>(acc, a, b); }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1015,7 +1024,7 @@ struct chunk_kernel {
 #pragma unroll
             for (int nh = 0; nh < 2; ++nh) {
                 const typename mma::b_frag b = mma::make_b(sB[(kk + tig) * t_ld + nh * 8 + gid], sB[(kk + tig + 4) * t_ld + nh * 8 + gid]);
-                mma::mma(acc.v[nh], a, b);
+                mma::mma_full(acc.v[nh], a, b);
             }
         }
     }

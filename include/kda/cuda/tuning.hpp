@@ -1,13 +1,15 @@
 // kda/cuda/tuning.hpp: the CUDA kernel's tuning choices, as constexpr functions in one place.
 //
-// None of these choices changes a result bit: the K slice width only cuts the k8 steps of one
-// sequential accumulation into groups, the pipeline depth and warp count only change who computes
-// what when, and the occupancy hint only limits registers.
+// None of the first four choices changes a result bit: the K slice width only cuts the k8 steps
+// of one sequential accumulation into groups, the pipeline depth and warp count only change who
+// computes what when, and the occupancy hint only limits registers. The fifth is an accuracy
+// trade-off of the fp32 precision mode (documented at its function).
 //
 //   kernel_bk(BK, P, intra)      K slice staged per pipeline stage (the dispatcher's BK is a hint)
 //   stages(P, intra)             depth of the copy pipeline over K slices
 //   warps(intra)                 warps per block
 //   min_blocks(P, x, BT, intra)  __launch_bounds__ minimum resident blocks per SM (register cap)
+//   fp32_lo_lo()                 fp32 mode: the fourth (lo lo) tensor-core product over K
 //
 // `intra` is the fused intra-stage kernel (chunk_kda_intra: the diagonal blocks computed in the
 // same kernel), false the inter-solve step.
@@ -20,9 +22,9 @@
 // run them side by side on the GPU in one call (STEPS=bench VARIANTS="cur bk32 s3m5" bash
 // bench/run_device_bench.sh), read the time or TBps per shape, and write the winners into the
 // table below (the measurements are in docs/PERFORMANCE.md, "Tuning"). A hook applies to every
-// precision (KDA_CUDA_TUNE_BK, _STAGES) or to one step (_MINB: inter-solve, _INTRA_MINB: fused).
-// A build-task permutation against bank conflicts (measured 2.4% at BK 32 tf32, nothing at BK 16)
-// was dropped.
+// precision (KDA_CUDA_TUNE_BK, _STAGES) or to one step (_MINB: inter-solve, _INTRA_MINB: fused);
+// KDA_CUDA_TUNE_LO_LO=1 restores the fp32 mode's fourth product. A build-task permutation
+// against bank conflicts (measured 2.4% at BK 32 tf32, nothing at BK 16) was dropped.
 // Check registers and spills with `nvcc -Xptxas -v` (bench/build_device_bins.sh prints them).
 // The hooks exist for that measurement only; a normal build defines none of them.
 #pragma once
@@ -36,9 +38,12 @@ namespace kda::cuda::tuning {
 //
 //   step          precision  K slice  stages  blocks/SM (registers)   B8 T4096 H32 / B1 T8192 H96
 //   inter-solve   tf32       16       2       5 (<= 102, 96 used)     467 / 361 us (BK 32, 4 blocks: 503 / 385)
-//   inter-solve   fp32       32       2       4 (<= 128)              683 / 519 us (BK 16, 5 blocks: 696 / 531)
+//   inter-solve   fp32       32       2       4 (<= 128)              648 / 489 us (BK 16, 5 blocks: 650 / 495)
 //   intra (fused) tf32       16       3       4 (<= 128)              657 / 500 us (BK 32, 3 blocks: 716 / 544)
-//   intra (fused) fp32       16       3       4 (<= 128)              926 / 700 us (BK 32, 3 blocks: 1056 / 801)
+//   intra (fused) fp32       16       3       4 (<= 128)              863 / 653 us (BK 32, 3 blocks: 1056 / 801)
+//
+// (fp32 rows: fifth session, three tensor-core products per k8 step, fp32_lo_lo() below; with
+// four they were 683 / 519 and 926 / 700 us. The BK 32 intra figures are from the fourth session.)
 //
 // Every large shape of issue 5 ranked the candidates the same way, so the table is keyed by step
 // and precision only. Why: a block's phases are serial (copies, build, products, solve, stores),
@@ -82,6 +87,19 @@ constexpr int skip_phases() {
     return KDA_CUDA_TUNE_SKIP;
 #else
     return 0;
+#endif
+}
+
+/// fp32 precision: whether each k8 step of the products over K also adds the lo lo partial
+/// product (4 tensor-core products instead of 3; the merge and the two-kernel producer always take
+/// all four). Off: leaving it out made the fp32 mode 4-7% faster and moved the worst fp32-data
+/// errors of the conformance grids and golden cases by a few percent either way (bf16 / fp16: no
+/// change, at the rounding floor); docs/PERFORMANCE.md, fifth session.
+constexpr bool fp32_lo_lo() {
+#ifdef KDA_CUDA_TUNE_LO_LO
+    return KDA_CUDA_TUNE_LO_LO != 0;
+#else
+    return false;
 #endif
 }
 
