@@ -45,9 +45,9 @@
 // step into a fresh accumulator, then adds it in fp32: a product is then as accurate as the split
 // itself (at most 2^-22 relative, and exact for operands of up to 22 significant bits in the merge,
 // of up to 11 in the products over K), and the tensor core's truncating accumulation (round toward
-// zero) only ever sees 8 products at a time. Measured on the
-// conformance grids, this mode is as accurate as the CPU backend's fp32 FMA arithmetic. The B
-// operand's factorisation adds one fp32 rounding (2^-24) and one ex2.approx to each element.
+// zero) only ever sees 8 products at a time. Measured on the conformance grids, this mode is as
+// accurate as the CPU backend's fp32 FMA arithmetic. The B operand's factorisation adds one fp32
+// rounding (2^-24) and one ex2.approx to each element.
 //
 // Shared memory is one buffer used twice (its lifetimes do not overlap; a barrier separates them):
 // during phase 1 the pipeline stages of raw slices s_q, s_k [BT, BK] (X) and s_g [BT, BK] (fp32)

@@ -103,12 +103,20 @@ constexpr bool fp32_lo_lo() {
 #endif
 }
 
-/// Warps per block. The inter-solve step: 4 (12 units of 16 x 8 per chunk, 3 per warp). The fused
+/// Warps per block (hooks KDA_CUDA_TUNE_WARPS: inter-solve, _INTRA_WARPS: fused). The inter-solve
+/// step: 4 (12 units of 16 x 8 per chunk, 3 per warp; measured: 8 warps were slower on every shape,
+/// the one-wave B1 T1024 H32 graph included, 29.0 -> 33.1-34.9 us, at 64-80 registers with spills). The fused
 /// intra stage has 20 units (the diagonal blocks too): 4 warps of 5 units (measured: 8 warps of 3
 /// at 2 blocks per SM were 17% slower on B8 T4096 H32, 838 against 714 us, both at BK 32).
 constexpr int warps(bool intra) {
-#ifdef KDA_CUDA_TUNE_INTRA_WARPS
-    return intra ? KDA_CUDA_TUNE_INTRA_WARPS : 4;
+#if defined(KDA_CUDA_TUNE_INTRA_WARPS) || defined(KDA_CUDA_TUNE_WARPS)
+#ifndef KDA_CUDA_TUNE_INTRA_WARPS
+#define KDA_CUDA_TUNE_INTRA_WARPS 4
+#endif
+#ifndef KDA_CUDA_TUNE_WARPS
+#define KDA_CUDA_TUNE_WARPS 4
+#endif
+    return intra ? KDA_CUDA_TUNE_INTRA_WARPS : KDA_CUDA_TUNE_WARPS;
 #else
     return intra ? 4 : 4;
 #endif
