@@ -11,7 +11,9 @@
 //      into shared memory (one tensor copy, or cp.async), landing behind phase 1
 //   1. products, K in BK slices (tuning.hpp) copied to shared memory in a pipeline of `stages`:
 //      by the tensor copy engine (cp.async.bulk.tensor, one instruction per tensor and slice from
-//      one thread, completing on an mbarrier) where the tensors allow it (launch.cuh: tma), else
+//      one thread, completing on an mbarrier; issued before the wait for the previous slice, or
+//      with tuning.hpp's late_copies inside its build round) where the tensors allow it
+//      (launch.cuh: tma), else
 //      by per-thread 16-byte cp.async or element copies. Each slice is first *built* into
 //      tensor-core operands, once per element (build_operands), with the first row gn_m and the
 //      last row gl_m of each sub-chunk m as gate references:
@@ -34,6 +36,8 @@
 //      the inverse already)
 //   4. block merge by distance d = i - j from the diagonal outwards:
 //        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)     (one 16 x 16 block per warp, tensor cores)
+//      or, for a whole chunk of four sub-chunks (tuning.hpp: merge4), as a 2 x 2 block inverse of
+//      its 32 x 32 halves in three rounds of at most two tile products per warp (merge4 below)
 //   5. coalesced stores of the Aqk blocks and the lower block triangle of Akk, rows < n only,
 //      columns < n only: 16-byte stores of 8 adjacent columns per lane where the outputs are
 //      aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent columns per
@@ -408,10 +412,12 @@ struct kernel_traits {
 /// Index of the off-diagonal pair (si, sj), si > sj, as in tile_config::pair.
 __device__ __forceinline__ int pair_index(int si, int sj) { return si * (si - 1) / 2 + sj; }
 
-/// Inverse of pair_index.
+/// Inverse of pair_index for chunks of up to NC sub-chunks (a fixed chain of compares, no loop).
+template <int NC>
 __device__ __forceinline__ void pair_of(int p, int& si, int& sj) {
     si = 1;
-    while (pair_index(si + 1, 0) <= p) ++si;
+#pragma unroll
+    for (int s = 2; s < NC; ++s) si += p >= pair_index(s, 0) ? 1 : 0;
     sj = p - pair_index(si, 0);
 }
 
@@ -746,12 +752,19 @@ struct chunk_kernel {
                 *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r1, col)) = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
             }
         }
+        // the column factors; with late copies (tuning.hpp) from the last warp down, as warp 0
+        // issues the tensor copies in this round
         constexpr int CPR = BK / 4;  // 4-column groups per row
-        for (int task = tid; task < traits::blocks * CPR; task += threads) {
+        constexpr int FTASKS = traits::blocks * CPR;
+        const int ftask = (tuning::late_copies(Intra) ? warps - 1 - warp : warp) * 32 + lane;
+#pragma unroll
+        for (int j = 0; j < (FTASKS + threads - 1) / threads; ++j) {
+            const int task = ftask + j * threads;
+            if (task >= FTASKS) break;
             const int pr = task / CPR, col = (task % CPR) * 4;
             int si, sj;
             if (pr < NPAIR) {
-                pair_of(pr, si, sj);
+                pair_of<NC>(pr, si, sj);
             } else {
                 si = sj = pr - NPAIR;  // Intra: the diagonal block of sub-chunk si
             }
@@ -835,8 +848,9 @@ struct chunk_kernel {
         const int nslices = static_cast<int>((P.K + BK - 1) / BK);
         // slice s has landed in stage s % S: build it, then multiply (the first barrier also
         // waits for the products of s - 1 to be done with the operands)
-        auto consume = [&](int s) {
+        auto consume = [&](int s, auto&& issue) {
             __syncthreads();
+            issue();
             if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
             __syncthreads();  // the operands of s are built
             const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
@@ -845,11 +859,20 @@ struct chunk_kernel {
         // in both pipelines the stage of slice s + S - 1 held slice s - 1, whose build everyone
         // finished before the middle barrier of s - 1
         if (tma) {
+            // slice s + S - 1 goes to the stage that slice s - 1 left (free since the middle barrier
+            // of s - 1): before waiting for s, or (late_copies) after the first barrier of s, beside
+            // warp 0's share of the build rather than after its products
+            constexpr bool late = tuning::late_copies(Intra);
             for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
             for (int s = 0; s < nslices; ++s) {
-                if (s + S - 1 < nslices) stage_slice_tma((s + S - 1) % S, (s + S - 1) * BK);
+                auto next = [&] {
+                    if (s + S - 1 < nslices) stage_slice_tma((s + S - 1) % S, (s + S - 1) * BK);
+                };
+                if constexpr (!late) next();
                 wait_bar(ps, s % S);  // the copies of slice s have landed
-                consume(s);
+                consume(s, [&] {
+                    if constexpr (late) next();
+                });
             }
             // the next item's first copies wait for the kernel loop's fence + barrier
         } else {
@@ -862,7 +885,7 @@ struct chunk_kernel {
                 if (s + S - 1 < nslices) stage_slice(pl, (s + S - 1) % S, (s + S - 1) * BK);
                 cp_async_commit();
                 cp_async_wait<S - 1>();  // this thread's copies of slice s have landed (everyone's: the barrier in consume)
-                consume(s);
+                consume(s, [] {});
             }
             cp_async_wait<0>();
         }
@@ -1041,7 +1064,58 @@ struct chunk_kernel {
         }
     }
 
+    /// The merge of a whole four-sub-chunk chunk on four warps as a 2 x 2 block inverse, in
+    /// three rounds of at most two tile products per warp (the distance order takes 2 + 3 + 4 on
+    /// warp 0). With A = [Ai_00 0; Ai_10 Ai_11] and B = [Ai_22 0; Ai_32 Ai_33] the inverses of the
+    /// two diagonal 32 x 32 halves and C = [L_20 L_21; L_30 L_31], the lower-left half is
+    /// -B (C A): T = C A (T_2j, T_3j), then Ai_2j = -Ai_22 T_2j, Ai_3j = -(Ai_32 T_2j + Ai_33 T_3j).
+    /// The T tiles live in the four per-warp scratch tiles (tmp(w)).
+    __device__ void merge4() const {
+        auto tmp = [&](int w) { return tiles() + traits::off_tmp + w * tile_floats; };
+        // one 16 x 16 block: dst = sign (sum of the tile products), written by this warp
+        auto block = [&](float* dst, float sign, auto... ab) {
+            rt16 acc = {};
+            const float* f[] = {ab...};
+            for (int e = 0; e + 1 < static_cast<int>(sizeof...(ab)); e += 2) tile_mma(acc, f[e], f[e + 1]);
+            store_tile(dst, acc, sign);
+            __syncwarp();  // dst is read by this warp's next product
+        };
+        // round 1: the off-diagonal blocks of A and B, and T_21, T_31 (T_2j, T_3j for j = 1)
+        if (warp == 0) {
+            block(tmp(0), 1.f, s_l(1, 0), s_ai(0, 0));
+            block(s_ai(1, 0), -1.f, s_ai(1, 1), tmp(0));
+        } else if (warp == 1) {
+            block(tmp(1), 1.f, s_l(3, 2), s_ai(2, 2));
+            block(s_ai(3, 2), -1.f, s_ai(3, 3), tmp(1));
+        } else if (warp == 2) {
+            block(tmp(2), 1.f, s_l(2, 1), s_ai(1, 1));
+        } else {
+            block(tmp(3), 1.f, s_l(3, 1), s_ai(1, 1));
+        }
+        __syncthreads();
+        // round 2: T_20, T_30 (j = 0), and the lower-left blocks of column 1
+        if (warp == 0) {
+            block(tmp(0), 1.f, s_l(2, 0), s_ai(0, 0), s_l(2, 1), s_ai(1, 0));
+        } else if (warp == 1) {
+            block(tmp(1), 1.f, s_l(3, 0), s_ai(0, 0), s_l(3, 1), s_ai(1, 0));
+        } else if (warp == 2) {
+            block(s_ai(2, 1), -1.f, s_ai(2, 2), tmp(2));
+        } else {
+            block(s_ai(3, 1), -1.f, s_ai(3, 2), tmp(2), s_ai(3, 3), tmp(3));
+        }
+        __syncthreads();
+        // round 3: the lower-left blocks of column 0
+        if (warp == 0) {
+            block(s_ai(2, 0), -1.f, s_ai(2, 2), tmp(0));
+        } else if (warp == 1) {
+            block(s_ai(3, 0), -1.f, s_ai(3, 2), tmp(0), s_ai(3, 3), tmp(1));
+        }
+        __syncthreads();
+    }
+
     __device__ void merge() const {
+        if constexpr (NC == 4 && warps == 4 && tuning::merge4(Mode::solve_precision))
+            if (NS == NC) return merge4();  // block-uniform
         for (int d = 1; d < NS; ++d) {
             for (int j = warp; j + d < NS; j += warps) {
                 const int i = j + d;

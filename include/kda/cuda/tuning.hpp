@@ -10,6 +10,8 @@
 //   warps(intra)                 warps per block
 //   min_blocks(P, x, BT, intra)  __launch_bounds__ minimum resident blocks per SM (register cap)
 //   fp32_lo_lo()                 fp32 mode: the fourth (lo lo) tensor-core product over K
+//   merge4(P)                    the merge of whole chunks as a 2 x 2 block inverse (NC = 4)
+//   late_copies(intra)           where in a K slice's round the next tensor copies are issued
 //
 // `intra` is the fused intra-stage kernel (chunk_kda_intra: the diagonal blocks computed in the
 // same kernel), false the inter-solve step.
@@ -37,13 +39,15 @@ namespace kda::cuda::tuning {
 // of each round is in bench/results/, the sweep itself in docs/PERFORMANCE.md, "Tuning"):
 //
 //   step          precision  K slice  stages  blocks/SM (registers)   B8 T4096 H32 / B1 T8192 H96
-//   inter-solve   tf32       16       2       5 (<= 102, 96 used)     467 / 361 us (BK 32, 4 blocks: 503 / 385)
-//   inter-solve   fp32       32       2       4 (<= 128)              648 / 489 us (BK 16, 5 blocks: 650 / 495)
-//   intra (fused) tf32       16       3       4 (<= 128)              657 / 500 us (BK 32, 3 blocks: 716 / 544)
-//   intra (fused) fp32       16       3       4 (<= 128)              863 / 653 us (BK 32, 3 blocks: 1056 / 801)
+//   inter-solve   tf32       16       2       5 (<= 102, 96 used)     458 / 354 us (BK 32, 4 blocks: 503 / 385)
+//   inter-solve   fp32       32       2       4 (<= 128)              636 / 483 us (BK 16, 5 blocks: 650 / 495)
+//   intra (fused) tf32       16       3       4 (<= 128)              615 / 468 us (BK 32, 3 blocks: 716 / 544)
+//   intra (fused) fp32       16       3       4 (<= 128)              858 / 651 us (BK 32, 3 blocks: 1056 / 801)
 //
-// (fp32 rows: fifth session, three tensor-core products per k8 step, fp32_lo_lo() below; with
-// four they were 683 / 519 and 926 / 700 us. The BK 32 intra figures are from the fourth session.)
+// (Current figures: seventh session, with merge4 and late_copies below; the alternatives in
+// parentheses were measured on the fourth and fifth sessions' kernels. fp32 rows: three
+// tensor-core products per k8 step, fp32_lo_lo() below; with four they were 683 / 519 and
+// 926 / 700 us.)
 //
 // Every large shape of issue 5 ranked the candidates the same way, so the table is keyed by step
 // and precision only. Why: a block's phases are serial (copies, build, products, solve, stores),
@@ -100,6 +104,38 @@ constexpr bool fp32_lo_lo() {
     return KDA_CUDA_TUNE_LO_LO != 0;
 #else
     return false;
+#endif
+}
+
+/// The merge of whole four-sub-chunk chunks (kernel.cuh): true, a 2 x 2 block inverse in three
+/// rounds of at most two tile products per warp; false, by distance from the diagonal (2 + 3 + 4
+/// products on warp 0). Same products in all, in another order. Measured (sixth session, H200,
+/// bf16, K = 128, us, distance -> 2 x 2 with the copy placement below): tf32 B8 T4096 H32 468 ->
+/// 458, B1 T8192 H96 362 -> 358, fused 650 -> 614; fp32 644 -> 659, fused 854 -> 875 (slower:
+/// four tensor-core products per k8 step in the merge, 128 registers). Hook KDA_CUDA_TUNE_MERGE4.
+constexpr bool merge4(precision p) {
+#ifdef KDA_CUDA_TUNE_MERGE4
+    (void)p;
+    return KDA_CUDA_TUNE_MERGE4 != 0;
+#else
+    return detail::is_tf32(p);
+#endif
+}
+
+/// Where thread 0 issues the tensor copies of slice s + stages - 1 (kernel.cuh, products):
+/// false, before waiting for slice s (its stage has been free since the products of s - 1
+/// started); true, after the barrier that opens the build of s, with the column factors moved
+/// from warp 0 to the last warp so that warp 0's build share carries the copies instead of its
+/// products (every warp has the same number of product units). Measured (sixth session): late is
+/// 2.8-3.1% faster for the fused kernel (3 stages), 3-5% slower for the inter-solve step at 2
+/// stages (the copy of s + 1 then starts only once s has landed), no better at 3. Hook
+/// KDA_CUDA_TUNE_LATE_COPIES.
+constexpr bool late_copies(bool intra) {
+#ifdef KDA_CUDA_TUNE_LATE_COPIES
+    (void)intra;
+    return KDA_CUDA_TUNE_LATE_COPIES != 0;
+#else
+    return intra;
 #endif
 }
 
