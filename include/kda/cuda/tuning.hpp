@@ -109,10 +109,11 @@ constexpr bool fp32_lo_lo() {
 
 /// The merge of whole four-sub-chunk chunks (kernel.cuh): true, a 2 x 2 block inverse in three
 /// rounds of at most two tile products per warp; false, by distance from the diagonal (2 + 3 + 4
-/// products on warp 0). Same products in all, in another order. Measured (sixth session, H200,
-/// bf16, K = 128, us, distance -> 2 x 2 with the copy placement below): tf32 B8 T4096 H32 468 ->
-/// 458, B1 T8192 H96 362 -> 358, fused 650 -> 614; fp32 644 -> 659, fused 854 -> 875 (slower:
-/// four tensor-core products per k8 step in the merge, 128 registers). Hook KDA_CUDA_TUNE_MERGE4.
+/// products on warp 0). Same products in all, in another order. Measured (seventh session, H200,
+/// bf16, K = 128, not safe, us; the previous kernel -> 2 x 2 merge with late copies for every step,
+/// bench/results/2026-12-04_h200_s7_trials.txt): tf32 B8 T4096 H32 468 -> 458, B1 T8192 H96 362
+/// -> 358, fused 650 -> 614; fp32 644 -> 659, fused 854 -> 875 (slower: four tensor-core products
+/// per k8 step in the merge, 128 registers). Hook KDA_CUDA_TUNE_MERGE4.
 constexpr bool merge4(precision p) {
 #ifdef KDA_CUDA_TUNE_MERGE4
     (void)p;
@@ -126,9 +127,9 @@ constexpr bool merge4(precision p) {
 /// false, before waiting for slice s (its stage has been free since the products of s - 1
 /// started); true, after the barrier that opens the build of s, with the column factors moved
 /// from warp 0 to the last warp so that warp 0's build share carries the copies instead of its
-/// products (every warp has the same number of product units). Measured (sixth session): late is
-/// 2.8-3.1% faster for the fused kernel (3 stages), 3-5% slower for the inter-solve step at 2
-/// stages (the copy of s + 1 then starts only once s has landed), no better at 3. Hook
+/// products (every warp has the same number of product units). Measured (seventh session, same
+/// file): late is 2.8-3.1% faster for the fused kernel (3 stages), 2-5% slower for the inter-solve
+/// step at 2 stages (the copy of s + 1 then starts only once s has landed), no better at 3. Hook
 /// KDA_CUDA_TUNE_LATE_COPIES.
 constexpr bool late_copies(bool intra) {
 #ifdef KDA_CUDA_TUNE_LATE_COPIES
