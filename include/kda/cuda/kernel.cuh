@@ -722,7 +722,12 @@ struct chunk_kernel {
                 if (!v0) k0 = zero;
                 if (!v1) k1 = zero;
             }
-            if (m >= traits::a_first) {
+            // with tuning::flat_build both parts are computed for every m and only their stores
+            // depend on m (the operands of a sub-chunk without A or ku rows go nowhere), so that
+            // the compiler may interleave the two parts' chains
+            constexpr bool flat = tuning::flat_build(Mode::solve_precision, Intra);
+            const bool do_a = m >= traits::a_first, do_ku = m + 1 < NS + D;
+            if (flat || do_a) {
                 const float4 gn = load4(sg + m * BC * g_ld + col);
                 const float4 d0 = sub4(g0, gn), d1 = sub4(g1, gn);
                 const float4 e0 = exp2_4(d0), e1 = exp2_4(d1);
@@ -732,31 +737,40 @@ struct chunk_kernel {
                     if (!v0) q0 = zero;
                     if (!v1) q1 = zero;
                 }
-                float* aq = op + traits::off_op_aq + a_slot(m - traits::a_first, kq, 0, 4 * p + t);
-                float* ak = op + traits::off_op_ak + a_slot(m - traits::a_first, kq, 0, 4 * p + t);
                 constexpr int half = 32 * 4;  // floats from the first k8 half's slots to the second's
                 auto prep = [](float a, float ea, float b, float eb, float c_, float ec, float d, float ed) {
                     return make_float4(mma::prepare(a * ea), mma::prepare(b * eb), mma::prepare(c_ * ec), mma::prepare(d * ed));
                 };
-                *reinterpret_cast<float4*>(aq) = prep(q0.x, e0.x, q1.x, e1.x, q0.y, e0.y, q1.y, e1.y);
-                *reinterpret_cast<float4*>(aq + half) = prep(q0.z, e0.z, q1.z, e1.z, q0.w, e0.w, q1.w, e1.w);
-                *reinterpret_cast<float4*>(ak) = prep(k0.x, e0.x, k1.x, e1.x, k0.y, e0.y, k1.y, e1.y);
-                *reinterpret_cast<float4*>(ak + half) = prep(k0.z, e0.z, k1.z, e1.z, k0.w, e0.w, k1.w, e1.w);
+                const float4 aq0 = prep(q0.x, e0.x, q1.x, e1.x, q0.y, e0.y, q1.y, e1.y), aq1 = prep(q0.z, e0.z, q1.z, e1.z, q0.w, e0.w, q1.w, e1.w);
+                const float4 ak0 = prep(k0.x, e0.x, k1.x, e1.x, k0.y, e0.y, k1.y, e1.y), ak1 = prep(k0.z, e0.z, k1.z, e1.z, k0.w, e0.w, k1.w, e1.w);
+                if (!flat || do_a) {
+                    const int slot = a_slot(do_a ? m - traits::a_first : 0, kq, 0, 4 * p + t);
+                    float* aq = op + traits::off_op_aq + slot;
+                    float* ak = op + traits::off_op_ak + slot;
+                    *reinterpret_cast<float4*>(aq) = aq0;
+                    *reinterpret_cast<float4*>(aq + half) = aq1;
+                    *reinterpret_cast<float4*>(ak) = ak0;
+                    *reinterpret_cast<float4*>(ak + half) = ak1;
+                }
             }
-            if (m + 1 < NS + D) {
+            if (flat || do_ku) {
                 const float4 gl = load4(sg + (Intra ? last_row(m) : m * BC + BC - 1) * g_ld + col);
                 const float4 d0 = sub4(gl, g0), d1 = sub4(gl, g1);
                 if constexpr (Intra) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
                 const float4 u0 = exp2_4(d0), u1 = exp2_4(d1);
-                *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r0, col)) = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
-                *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r1, col)) = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
+                const float4 ku0 = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
+                const float4 ku1 = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
+                if (!flat || do_ku) {
+                    *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r0, col)) = ku0;
+                    *reinterpret_cast<float4*>(op + traits::off_op_ku + op_at(r1, col)) = ku1;
+                }
             }
         }
         // the column factors; with late copies (tuning.hpp) from the last warp down, as warp 0
         // issues the tensor copies in this round
         constexpr int CPR = BK / 4;  // 4-column groups per row
         constexpr int FTASKS = traits::blocks * CPR;
-        const int ftask = (tuning::late_copies(Intra) ? warps - 1 - warp : warp) * 32 + lane;
+        const int ftask = (tuning::late_copies(Mode::solve_precision, Intra) ? warps - 1 - warp : warp) * 32 + lane;
 #pragma unroll
         for (int j = 0; j < (FTASKS + threads - 1) / threads; ++j) {
             const int task = ftask + j * threads;
@@ -775,39 +789,56 @@ struct chunk_kernel {
         }
     }
 
+    /// A warp's units, each as one word of three warp-uniform offsets (floats) into the built
+    /// operands of a slice (the lane's own part is added at use): the A fragment slots of the
+    /// unit's sub-chunk (k16 step 0, k8 half 0), its 8 B rows of ku, its block's column-factor row;
+    /// new_a bit i: unit i's A fragments differ from unit i - 1's (units run by sub-chunk).
+    struct unit_plan {
+        static constexpr int a_bits = 12, kb_bits = 12;
+        unsigned code[UPW];
+        unsigned new_a = 0;
+        int valid = 0;  // units of this warp inside the chunk (the first `valid`)
+        __device__ int a(int i) const { return static_cast<int>(code[i] & ((1u << a_bits) - 1)); }
+        __device__ int kb(int i) const { return static_cast<int>((code[i] >> a_bits) & ((1u << kb_bits) - 1)); }
+        __device__ int f(int i) const { return static_cast<int>(code[i] >> (a_bits + kb_bits)); }
+    };
+    static_assert((traits::op_rows / BC) * (BK / 16) * 2 * 32 * 4 <= (1 << unit_plan::a_bits) &&
+                      traits::op_rows * BK <= (1 << unit_plan::kb_bits) && traits::blocks * BK <= (1 << (32 - unit_plan::a_bits - unit_plan::kb_bits)),
+                  "A unit's operand offsets must fit its code word.");
+
     /// This warp's units over the built operands of one slice, k in [0, kmax). Inside a k16 step
     /// the columns are permuted (the mma sums over k, so A and B only need the same order): k8
     /// half h gives k-slots tig, tig + 4 the columns 4 tig + 2 h, 4 tig + 2 h + 1. A fragments are
     /// one 16-byte load each (a_slot); the B rows of lane (gid, tig) are one 16-byte chunk of ku,
-    /// times the block's column factors, rounded per fragment.
-    __device__ void slice_products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], const int (&u_si)[UPW], const int (&u_j8)[UPW], int kmax) const {
+    /// times the block's column factors, rounded per fragment. With tuning::flat_units every unit
+    /// slot is computed, valid or not (a slot past the chunk reads operands of another sub-chunk
+    /// and park_products drops it), so the units form one branch-free sequence whose shared-memory
+    /// loads and tensor-core products the compiler may interleave.
+    __device__ void slice_products(float (&b_Aqk)[UPW][4], float (&b_Akk)[UPW][4], const unit_plan& up, int kmax) const {
         const float* op = ops();
         // Every row this lane loads has the parity of gid, so the swizzled chunk of k16 step kq is
         // 4 (kq ^ (gid & 1)) + tig: a lane offset per parity of kq plus 32 per pair of steps.
         const int lo0 = 16 * (gid & 1) + 4 * tig, lo1 = 16 * ((gid & 1) ^ 1) + 4 * tig;
+        constexpr int ak_from_aq = traits::off_op_ak - traits::off_op_aq;
+        constexpr int half = 32 * 4;  // floats from a k8 half's A slots to the next half's
 #pragma unroll
         for (int kq = 0; kq < BK / 16; ++kq) {
             if (16 * kq >= kmax) break;
             const int lo = BK == 16 ? 4 * tig : ((kq & 1) ? lo1 : lo0) + 32 * (kq >> 1);
-            int cur = -1;
             typename mma::a_frag qa[2], ka[2];
 #pragma unroll
             for (int i = 0; i < UPW; ++i) {
-                const int si = u_si[i];
-                if (si < 0) break;  // warp-uniform: no more units for this warp
-                if (si != cur) {    // warp-uniform
-                    cur = si;
-                    const int a = si - traits::a_first;
-                    const float4 q0 = load4(op + traits::off_op_aq + a_slot(a, kq, 0, lane)), q1 = load4(op + traits::off_op_aq + a_slot(a, kq, 1, lane));
-                    const float4 k0 = load4(op + traits::off_op_ak + a_slot(a, kq, 0, lane)), k1 = load4(op + traits::off_op_ak + a_slot(a, kq, 1, lane));
+                if (!tuning::flat_units(Mode::solve_precision, Intra) && i >= up.valid) break;  // warp-uniform
+                if (i == 0 || ((up.new_a >> i) & 1u) != 0u) {       // warp-uniform
+                    const float* aq = op + (traits::off_op_aq + 4 * lane) + up.a(i) + kq * 2 * half;
+                    const float4 q0 = load4(aq), q1 = load4(aq + half), k0 = load4(aq + ak_from_aq), k1 = load4(aq + ak_from_aq + half);
                     qa[0] = mma::make_a_prepared(q0.x, q0.y, q0.z, q0.w);
                     qa[1] = mma::make_a_prepared(q1.x, q1.y, q1.z, q1.w);
                     ka[0] = mma::make_a_prepared(k0.x, k0.y, k0.z, k0.w);
                     ka[1] = mma::make_a_prepared(k1.x, k1.y, k1.z, k1.w);
                 }
-                const int sj = u_j8[i] / 2;
-                const float4 kb = load4(op + traits::off_op_ku + (u_j8[i] * 8 + gid) * BK + lo);  // B row (n index gid) of sj
-                const float4 f = load4(op + traits::off_op_f + f_row(si, sj) * BK + 16 * kq + 4 * tig);
+                const float4 kb = load4(op + (traits::off_op_ku + gid * BK + lo) + up.kb(i));
+                const float4 f = load4(op + (traits::off_op_f + 4 * tig + 16 * kq) + up.f(i));
                 const typename mma::b_frag b0 = mma::make_b(kb.x * f.x, kb.y * f.y), b1 = mma::make_b(kb.z * f.z, kb.w * f.w);
                 mma::mma(b_Aqk[i], qa[0], b0);
                 mma::mma(b_Akk[i], ka[0], b0);
@@ -817,20 +848,25 @@ struct chunk_kernel {
         }
     }
 
-    /// This warp's units: u = warp * UPW + i; u_si = -1 past the last unit or for sub-chunks past
-    /// the chunk's end (si ascends with u, so the valid ones come first).
-    __device__ void my_units(int (&u_si)[UPW], int (&u_j8)[UPW]) const {
+    /// This warp's units: u = warp * UPW + i, valid while u < units and its sub-chunk holds rows
+    /// (si ascends with u, so the valid ones come first). A slot past them takes the offsets of
+    /// the last unit of the chunk (in range; its results are dropped).
+    __device__ unit_plan my_units() const {
+        unit_plan up;
+        int prev_si = -1;
 #pragma unroll
         for (int i = 0; i < UPW; ++i) {
             const int u = warp * UPW + i;
-            int si = -1, j8 = 0;
-            if (u < traits::units) {
-                unit_of(u, si, j8);
-                if (si >= NS) si = -1;
-            }
-            u_si[i] = si;
-            u_j8[i] = j8;
+            int si, j8;
+            unit_of(u < traits::units ? u : traits::units - 1, si, j8);
+            if (u < traits::units && si < NS) up.valid = i + 1;
+            const auto a = static_cast<unsigned>(a_slot(si - traits::a_first, 0, 0, 0)), kb = static_cast<unsigned>(j8 * 8 * BK),
+                       f = static_cast<unsigned>(f_row(si, j8 / 2) * BK);
+            up.code[i] = a | (kb << unit_plan::a_bits) | (f << (unit_plan::a_bits + unit_plan::kb_bits));
+            if (si != prev_si) up.new_a |= 1u << i;
+            prev_si = si;
         }
+        return up;
     }
 
     /// Phase 1 over all K slices, pipelined over S stages: slices s + 1 .. s + S - 1 are in flight
@@ -840,8 +876,7 @@ struct chunk_kernel {
         for (int i = 0; i < UPW; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) b_Aqk[i][e] = b_Akk[i][e] = 0.f;
-        int u_si[UPW], u_j8[UPW];
-        my_units(u_si, u_j8);
+        const unit_plan up = my_units();
         float worst[traits::build_iters];
 #pragma unroll
         for (int it = 0; it < traits::build_iters; ++it) worst[it] = 0.f;
@@ -854,7 +889,7 @@ struct chunk_kernel {
             if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
             __syncthreads();  // the operands of s are built
             const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-            if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, u_si, u_j8, left < BK ? static_cast<int>(left) : BK);
+            if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, up, left < BK ? static_cast<int>(left) : BK);
         };
         // in both pipelines the stage of slice s + S - 1 held slice s - 1, whose build everyone
         // finished before the middle barrier of s - 1
@@ -862,7 +897,7 @@ struct chunk_kernel {
             // slice s + S - 1 goes to the stage that slice s - 1 left (free since the middle barrier
             // of s - 1): before waiting for s, or (late_copies) after the first barrier of s, beside
             // warp 0's share of the build rather than after its products
-            constexpr bool late = tuning::late_copies(Intra);
+            constexpr bool late = tuning::late_copies(Mode::solve_precision, Intra);
             for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
             for (int s = 0; s < nslices; ++s) {
                 auto next = [&] {

@@ -11,7 +11,12 @@
 //   min_blocks(P, x, BT, intra)  __launch_bounds__ minimum resident blocks per SM (register cap)
 //   fp32_lo_lo()                 fp32 mode: the fourth (lo lo) tensor-core product over K
 //   merge4(P)                    the merge of whole chunks as a 2 x 2 block inverse (NC = 4)
-//   late_copies(intra)           where in a K slice's round the next tensor copies are issued
+//   late_copies(P, intra)        where in a K slice's round the next tensor copies are issued
+//   flat_units(P, intra)         the products over K as one branch-free sequence of unit slots
+//   flat_build(P, intra)         the operand build as one branch-free sequence per task
+//
+// Only fp32_lo_lo changes results; every other choice gives the same bits (the last four reorder
+// independent work or compute values that are then dropped).
 //
 // `intra` is the fused intra-stage kernel (chunk_kda_intra: the diagonal blocks computed in the
 // same kernel), false the inter-solve step.
@@ -38,48 +43,56 @@ namespace kda::cuda::tuning {
 // The table (measured on an H200, bf16, K = 128, Google Benchmark with L2 flushed; the raw output
 // of each round is in bench/results/, the sweep itself in docs/PERFORMANCE.md, "Tuning"):
 //
-//   step          precision  K slice  stages  blocks/SM (registers)   B8 T4096 H32 / B1 T8192 H96
-//   inter-solve   tf32       16       2       5 (<= 102, 96 used)     458 / 354 us (BK 32, 4 blocks: 503 / 385)
-//   inter-solve   fp32       32       2       4 (<= 128)              636 / 483 us (BK 16, 5 blocks: 650 / 495)
-//   intra (fused) tf32       16       3       4 (<= 128)              615 / 468 us (BK 32, 3 blocks: 716 / 544)
-//   intra (fused) fp32       16       3       4 (<= 128)              858 / 651 us (BK 32, 3 blocks: 1056 / 801)
+//   step          precision  K slice  stages  copies  blocks/SM (registers)  units / build  B8 T4096 H32 / B1 T8192 H96
+//   inter-solve   tf32       16       3       late    5 (<= 102, 96 used)    guarded        449 / 346 us (2 stages, early: 457 / 354)
+//   inter-solve   fp32       16       2       early   5 (<= 102, 96 used)    flat / guarded 602 / 459 us (BK 32, 4 blocks, guarded: 636 / 483)
+//   intra (fused) tf32       16       3       late    4 (<= 128)             guarded / flat 593 / 453 us (guarded build: 596 / 455; seventh session 613 / 467)
+//   intra (fused) fp32       16       3       late    4 (<= 128)             flat / flat    819 / 620 us (guarded units: 862 / 654)
 //
-// (Current figures: seventh session, with merge4 and late_copies below; the alternatives in
-// parentheses were measured on the fourth and fifth sessions' kernels. fp32 rows: three
-// tensor-core products per k8 step, fp32_lo_lo() below; with four they were 683 / 519 and
-// 926 / 700 us.)
+// (Eighth session, bench/results/2026-12-04_h200_s8_tuning.txt: every round of candidates beside
+// the seventh session's kernel, `cur`, in the same call. The figures above are those of round 6.)
+// Rejected there: flat units for tf32 (1-3% slower in both steps: 24-28 bytes of spills at 96
+// registers), a flat build for the inter-solve step (2.5% slower: more instructions for warps
+// 0 and 3), 6 blocks per SM (80 registers: 40-50% slower), 5 blocks for the fused kernel (96
+// registers: 18-24% slower), 4 stages (6-10% slower), the 2 x 2 merge in fp32 mode (+-1% on the
+// large shapes, 5-7% slower on 256 short sequences and the graph shape), and two diagonal
+// inverses per warp with the off-diagonal Aqk stores on the warps left free (1-3% slower).
 //
 // Every large shape of issue 5 ranked the candidates the same way, so the table is keyed by step
 // and precision only. Why: a block's phases are serial (copies, build, products, solve, stores),
 // so throughput comes from co-resident blocks; a 16-column slice halves the staging and built
 // operands (smaller shared memory and fewer live registers per block), which buys the fifth block
-// for the tf32 step and the fourth for the fused kernel, while the fp32 step's longer products
-// keep their registers better at 32 columns.
+// for both inter-solve modes and the fourth for the fused kernel.
 
 namespace detail {
 constexpr bool is_tf32(precision p) { return p == precision::tf32; }
 }  // namespace detail
 
-/// K slice per pipeline stage (the dispatcher's BK is only a hint): 16 or a multiple of 32.
+/// K slice per pipeline stage (the dispatcher's BK is only a hint): 16 or a multiple of 32. 16
+/// everywhere since the eighth session: the fp32 inter-solve step at 16 columns and 5 blocks per
+/// SM (with flat units) is 5-8% faster than at 32 and 4 blocks, but for the graph shape (+1.5%).
 constexpr int kernel_bk(int /*dispatcher_bk*/, precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_BK
     (void)p;
     (void)intra;
     return KDA_CUDA_TUNE_BK;
 #else
-    return intra || detail::is_tf32(p) ? 16 : 32;
+    (void)p;
+    (void)intra;
+    return 16;
 #endif
 }
 
 /// Copy pipeline depth over the K slices (slices s + 1 .. s + stages - 1 load while s computes).
+/// 3 for the tf32 inter-solve step since the eighth session (with late copies: 1.5-3% faster
+/// than 2 stages with early copies; 3 stages alone 1-2%); fp32 keeps 2 (3 stages measured equal).
 constexpr int stages(precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_STAGES
     (void)p;
     (void)intra;
     return KDA_CUDA_TUNE_STAGES;
 #else
-    (void)p;
-    return intra ? 3 : 2;
+    return intra || detail::is_tf32(p) ? 3 : 2;
 #endif
 }
 
@@ -129,13 +142,50 @@ constexpr bool merge4(precision p) {
 /// from warp 0 to the last warp so that warp 0's build share carries the copies instead of its
 /// products (every warp has the same number of product units). Measured (seventh session, same
 /// file): late is 2.8-3.1% faster for the fused kernel (3 stages), 2-5% slower for the inter-solve
-/// step at 2 stages (the copy of s + 1 then starts only once s has landed), no better at 3. Hook
-/// KDA_CUDA_TUNE_LATE_COPIES.
-constexpr bool late_copies(bool intra) {
+/// step at 2 stages (the copy of s + 1 then starts only once s has landed), no better at 3.
+/// Eighth session, with the unit codes of kernel.cuh: late copies at 3 stages made the tf32
+/// inter-solve step 1.5-3% faster than early ones at 2 (B8 T4096 H32 457 -> 449 us); fp32 stays
+/// early at 2 stages (late: 1-2% slower). Hook KDA_CUDA_TUNE_LATE_COPIES.
+constexpr bool late_copies(precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_LATE_COPIES
+    (void)p;
     (void)intra;
     return KDA_CUDA_TUNE_LATE_COPIES != 0;
 #else
+    return intra || detail::is_tf32(p);
+#endif
+}
+
+/// Whether a warp computes every one of its unit slots in the products over K, valid or not
+/// (kernel.cuh, slice_products): one branch-free sequence of loads and tensor-core products per
+/// k16 step instead of a break after the last valid unit. Measured (eighth session): fp32 3-5%
+/// faster in both steps (its longer chains per unit overlap); tf32 1-3% slower (spills at the
+/// register cap). Hook KDA_CUDA_TUNE_FLAT_UNITS.
+constexpr bool flat_units(precision p, bool intra) {
+#ifdef KDA_CUDA_TUNE_FLAT_UNITS
+    (void)p;
+    (void)intra;
+    return KDA_CUDA_TUNE_FLAT_UNITS != 0;
+#else
+    (void)intra;
+    return !detail::is_tf32(p);
+#endif
+}
+
+/// Whether every thread computes both parts of its operand-build task (the gated A operands and
+/// the up-gated ku rows) whatever its sub-chunk, storing only the parts that sub-chunk has
+/// (kernel.cuh, build_operands): one branch-free sequence instead of two guarded ones. In the
+/// inter-solve step the first sub-chunk has no A rows and the last no ku rows, so flat, warps 0
+/// and 3 compute what they drop: 2.5% slower (eighth session). The fused kernel's sub-chunks have
+/// both parts but in partial chunks; there the flat form measured 0.5-1% faster (fewer branches).
+/// Hook KDA_CUDA_TUNE_FLAT_BUILD.
+constexpr bool flat_build(precision p, bool intra) {
+#ifdef KDA_CUDA_TUNE_FLAT_BUILD
+    (void)p;
+    (void)intra;
+    return KDA_CUDA_TUNE_FLAT_BUILD != 0;
+#else
+    (void)p;
     return intra;
 #endif
 }
@@ -160,7 +210,9 @@ constexpr int warps(bool intra) {
 }
 
 /// Minimum resident blocks per SM asked of ptxas (caps registers at 65536 / (threads x blocks));
-/// the table above. BT = 32 blocks are smaller and take the same caps.
+/// the table above. BT = 32 blocks are smaller and take the same caps. Eighth session: 6 blocks for
+/// the inter-solve step (80 registers, 112-236 bytes of spills) measured 40-50% slower, 5 for the
+/// fused kernel (96 registers) 18-24% slower.
 constexpr int min_blocks(precision p, int /*x_size*/, int BT, bool intra) {
     (void)BT;
     if (intra) {
@@ -176,7 +228,8 @@ constexpr int min_blocks(precision p, int /*x_size*/, int BT, bool intra) {
     (void)p;
     return KDA_CUDA_TUNE_MINB;
 #else
-    return detail::is_tf32(p) ? 5 : 4;
+    (void)p;
+    return 5;
 #endif
 }
 
