@@ -789,21 +789,29 @@ struct chunk_kernel {
         }
     }
 
-    /// A warp's units, each as one word of three warp-uniform offsets (floats) into the built
-    /// operands of a slice (the lane's own part is added at use): the A fragment slots of the
-    /// unit's sub-chunk (k16 step 0, k8 half 0), its 8 B rows of ku, its block's column-factor row;
-    /// new_a bit i: unit i's A fragments differ from unit i - 1's (units run by sub-chunk).
+    /// A warp's units, each as one word of three warp-uniform offsets into the built operands of a
+    /// slice (the lane's own part is added at use): the A fragment slots of the unit's sub-chunk
+    /// (k16 step 0, k8 half 0), its 8 B rows of ku, its block's column-factor row; new_a bit i:
+    /// unit i's A fragments differ from unit i - 1's (units run by sub-chunk). The offsets count
+    /// floats for 16-column slices (12 + 12 + 8 bits) and 16-byte pieces for wider ones (the
+    /// measurement hooks' BK 32 to 128: 11 + 11 + 10 bits).
     struct unit_plan {
-        static constexpr int a_bits = 12, kb_bits = 12;
+        static constexpr int shift = BK == 16 ? 0 : 2;  // log2 of the offsets' unit, in floats
+        static constexpr int a_bits = BK == 16 ? 12 : 11, kb_bits = BK == 16 ? 12 : 11;
         unsigned code[UPW];
         unsigned new_a = 0;
         int valid = 0;  // units of this warp inside the chunk (the first `valid`)
-        __device__ int a(int i) const { return static_cast<int>(code[i] & ((1u << a_bits) - 1)); }
-        __device__ int kb(int i) const { return static_cast<int>((code[i] >> a_bits) & ((1u << kb_bits) - 1)); }
-        __device__ int f(int i) const { return static_cast<int>(code[i] >> (a_bits + kb_bits)); }
+        __device__ int a(int i) const { return static_cast<int>(code[i] & ((1u << a_bits) - 1)) << shift; }
+        __device__ int kb(int i) const { return static_cast<int>((code[i] >> a_bits) & ((1u << kb_bits) - 1)) << shift; }
+        __device__ int f(int i) const { return static_cast<int>(code[i] >> (a_bits + kb_bits)) << shift; }
+        static constexpr unsigned encode(int a, int kb, int f) {
+            return static_cast<unsigned>(a >> shift) | (static_cast<unsigned>(kb >> shift) << a_bits) |
+                   (static_cast<unsigned>(f >> shift) << (a_bits + kb_bits));
+        }
     };
-    static_assert((traits::op_rows / BC) * (BK / 16) * 2 * 32 * 4 <= (1 << unit_plan::a_bits) &&
-                      traits::op_rows * BK <= (1 << unit_plan::kb_bits) && traits::blocks * BK <= (1 << (32 - unit_plan::a_bits - unit_plan::kb_bits)),
+    static_assert((traits::op_rows / BC) * (BK / 16) * 2 * 32 * 4 <= (1 << (unit_plan::a_bits + unit_plan::shift)) &&
+                      traits::op_rows * BK <= (1 << (unit_plan::kb_bits + unit_plan::shift)) &&
+                      traits::blocks * BK <= (1 << (32 - unit_plan::a_bits - unit_plan::kb_bits + unit_plan::shift)),
                   "A unit's operand offsets must fit its code word.");
 
     /// This warp's units over the built operands of one slice, k in [0, kmax). Inside a k16 step
@@ -860,9 +868,7 @@ struct chunk_kernel {
             int si, j8;
             unit_of(u < traits::units ? u : traits::units - 1, si, j8);
             if (u < traits::units && si < NS) up.valid = i + 1;
-            const auto a = static_cast<unsigned>(a_slot(si - traits::a_first, 0, 0, 0)), kb = static_cast<unsigned>(j8 * 8 * BK),
-                       f = static_cast<unsigned>(f_row(si, j8 / 2) * BK);
-            up.code[i] = a | (kb << unit_plan::a_bits) | (f << (unit_plan::a_bits + unit_plan::kb_bits));
+            up.code[i] = unit_plan::encode(a_slot(si - traits::a_first, 0, 0, 0), j8 * 8 * BK, f_row(si, j8 / 2) * BK);
             if (si != prev_si) up.new_a |= 1u << i;
             prev_si = si;
         }

@@ -70,7 +70,8 @@ constexpr bool is_tf32(precision p) { return p == precision::tf32; }
 
 /// K slice per pipeline stage (the dispatcher's BK is only a hint): 16 or a multiple of 32. 16
 /// everywhere since the eighth session: the fp32 inter-solve step at 16 columns and 5 blocks per
-/// SM (with flat units) is 5-8% faster than at 32 and 4 blocks, but for the graph shape (+1.5%).
+/// SM (with flat units) is 2.5-7% faster than at 32 and 4 blocks, but for the graph shape (1-3%
+/// slower).
 constexpr int kernel_bk(int /*dispatcher_bk*/, precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_BK
     (void)p;
@@ -84,8 +85,8 @@ constexpr int kernel_bk(int /*dispatcher_bk*/, precision p, bool intra) {
 }
 
 /// Copy pipeline depth over the K slices (slices s + 1 .. s + stages - 1 load while s computes).
-/// 3 for the tf32 inter-solve step since the eighth session (with late copies: 1.5-3% faster
-/// than 2 stages with early copies; 3 stages alone 1-2%); fp32 keeps 2 (3 stages measured equal).
+/// 3 for the tf32 inter-solve step since the eighth session (with late copies: 0.6-3% faster
+/// than 2 stages with early copies; 3 stages alone 1-2.5%); fp32 keeps 2 (3 stages measured equal).
 constexpr int stages(precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_STAGES
     (void)p;
@@ -144,7 +145,7 @@ constexpr bool merge4(precision p) {
 /// file): late is 2.8-3.1% faster for the fused kernel (3 stages), 2-5% slower for the inter-solve
 /// step at 2 stages (the copy of s + 1 then starts only once s has landed), no better at 3.
 /// Eighth session, with the unit codes of kernel.cuh: late copies at 3 stages made the tf32
-/// inter-solve step 1.5-3% faster than early ones at 2 (B8 T4096 H32 457 -> 449 us); fp32 stays
+/// inter-solve step 0.6-3% faster than early ones at 2 (B8 T4096 H32 464 -> 451 us); fp32 stays
 /// early at 2 stages (late: 1-2% slower). Hook KDA_CUDA_TUNE_LATE_COPIES.
 constexpr bool late_copies(precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_LATE_COPIES
@@ -158,9 +159,9 @@ constexpr bool late_copies(precision p, bool intra) {
 
 /// Whether a warp computes every one of its unit slots in the products over K, valid or not
 /// (kernel.cuh, slice_products): one branch-free sequence of loads and tensor-core products per
-/// k16 step instead of a break after the last valid unit. Measured (eighth session): fp32 3-5%
-/// faster in both steps (its longer chains per unit overlap); tf32 1-3% slower (spills at the
-/// register cap). Hook KDA_CUDA_TUNE_FLAT_UNITS.
+/// k16 step instead of a break after the last valid unit. Measured (eighth session): fp32 2%
+/// faster in the inter-solve step and 5% in the fused kernel (its longer chains per unit
+/// overlap); tf32 1-3% slower (spills at the register cap). Hook KDA_CUDA_TUNE_FLAT_UNITS.
 constexpr bool flat_units(precision p, bool intra) {
 #ifdef KDA_CUDA_TUNE_FLAT_UNITS
     (void)p;
