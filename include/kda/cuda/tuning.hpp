@@ -56,7 +56,7 @@ namespace kda::cuda::tuning {
 // 0 and 3), 6 blocks per SM (80 registers: 40-50% slower), 5 blocks for the fused kernel (96
 // registers: 18-24% slower), 4 stages (6-10% slower), the 2 x 2 merge in fp32 mode (+-1% on the
 // large shapes, 5-7% slower on 256 short sequences and the graph shape), and two diagonal
-// inverses per warp with the off-diagonal Aqk stores on the warps left free (1-3% slower).
+// inverses per warp with the off-diagonal Aqk stores on the warps left free (0-3% slower).
 //
 // Every large shape of issue 5 ranked the candidates the same way, so the table is keyed by step
 // and precision only. Why: a block's phases are serial (copies, build, products, solve, stores),
