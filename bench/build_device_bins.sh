@@ -1,6 +1,7 @@
 #!/bin/bash
-# bench/build_device_bins.sh: builds, on this (GPU-less) machine, what bench/run_device_bench.sh runs
-# on the GPU machine, into .dev/ (git-ignored; carry ".dev" and ".whl" with the `run` tool).
+# bench/build_device_bins.sh: builds, on any machine with nvcc (no GPU needed), what
+# bench/run_device_bench.sh runs on a GPU machine, into .dev/ (git-ignored; copy it there with the
+# checkout, see bench/README.md).
 #   bash bench/build_device_bins.sh [VARIANT:FLAGS ...]       (default: "cur:-Iinclude")
 # Each VARIANT gives .dev/kda_bench_cuda_<VARIANT> (sm_90a only, to keep the build short); FLAGS may
 # set the tuning hooks of include/kda/cuda/tuning.hpp, e.g. "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64".

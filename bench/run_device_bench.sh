@@ -1,8 +1,11 @@
 #!/bin/bash
 # bench/run_device_bench.sh: the GPU-machine side of the CUDA benchmarks, in one command.
-# Run from the repository root on the GPU machine (the `run` tool: carry [".dev", ".whl"]), after
-# building here (see docs/PERFORMANCE.md): .dev/ holds kda_bench_cuda_<variant> binaries,
-# libkda_capi.so, lib/libbenchmark.so.1debian, and optionally kda_test_cuda + 02_cuda_minimal.
+# Run from the repository root on a machine with a CUDA GPU (driver, Nsight Compute and Python 3
+# with torch + triton; no compiler needed), after building the binaries on any machine with nvcc
+# (bench/build_device_bins.sh) and copying the checkout there with .dev/ and .whl/
+# (bench/README.md): .dev/ holds kda_bench_cuda_<variant> binaries, libkda_capi.so,
+# lib/libbenchmark.so.1debian, and optionally kda_test_cuda + 02_cuda_minimal; .whl/ holds FLA's
+# wheels for the compare steps.
 #   STEPS="bench compare compare-intra ncu profile suite" VARIANTS="cur old" FILTER=REGEX bash bench/run_device_bench.sh
 # Logs: $OUT/results.tgz (bench_<variant>.txt, compare.txt/.json/.png, ncu.txt, suite.txt, the
 # suite's logs.tgz), plus compare.txt and compare.png beside it ($OUT takes few files).
@@ -69,9 +72,11 @@ for step in $STEPS; do
         python3 bench/sass_profile.py $OUT/sass_src$i.csv --items ${PROFILE_ITEMS:-16384} | tee $OUT/profile$i.txt | head -${PROFILE_LINES:-60}
       done ;;
     suite)
-      # the golden test reads tests/data/fla at the path compiled in (this checkout's, /work/main here)
-      [ -d /work/main/tests/data/fla ] || { mkdir -p /work/main/tests/data && ln -s $PWD/tests/data/fla /work/main/tests/data/fla; }
-      mkdir -p /tmp/kbin && cp .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp scripts/device_suite.sh /tmp/kbin/
+      # the golden test reads tests/data/fla at the absolute path compiled in (the build's checkout):
+      # link this checkout's copy there when the two differ
+      fla=$(grep -a -o -m1 '/[[:print:]]*/tests/data/fla' .dev/kda_test_cuda | head -1)
+      [ -z "$fla" ] || [ -d "$fla" ] || { mkdir -p "$(dirname "$fla")" && ln -s $PWD/tests/data/fla "$fla"; }
+      mkdir -p /tmp/kbin && cp .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp bench/device_suite.sh /tmp/kbin/
       (cd /tmp/kbin && LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) > $OUT/suite.txt 2>&1
       grep -A40 "==== sanitizer summaries" $OUT/suite.txt | head -60 ;;
   esac

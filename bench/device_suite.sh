@@ -1,8 +1,11 @@
 #!/bin/bash
-# Runs the [cuda] suite (parts in parallel), the four compute-sanitizer tools on a compact case
-# list, the >2^31-element case and the CUDA example; logs -> $OUT/logs.tgz, summary -> stdout.
-# Usage (on the GPU machine, from a folder holding the binaries kda_test_cuda and 02_cuda_minimal
-# built with -DKDA_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES="80;90a"): LIMIT=300 bash device_suite.sh
+# bench/device_suite.sh: on a machine with a CUDA GPU, runs the [cuda] test suite (parts in
+# parallel), the four compute-sanitizer tools on a compact case list, the >2^31-element case and
+# the CUDA example; logs -> $OUT/logs.tgz, summary -> stdout. Needs only the driver, the
+# compute-sanitizer of a CUDA toolkit, and two binaries built elsewhere with
+# -DKDA_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES="80;90a" (kda_test_cuda, 02_cuda_minimal).
+# Usage, from the folder holding them (or KDA_BIN_DIR=that folder): LIMIT=300 OUT=DIR bash device_suite.sh
+# (bench/run_device_bench.sh, step `suite`, does this for you.)
 cd "${KDA_BIN_DIR:-$(dirname "$0")}"
 export PATH=$PATH:/usr/local/cuda/bin:/usr/local/cuda/compute-sanitizer
 L=/tmp/kdalogs; rm -rf $L; mkdir -p $L
