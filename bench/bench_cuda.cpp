@@ -2,14 +2,14 @@
 //
 //   kda_bench_cuda [--benchmark_filter=REGEX] [--benchmark_out=FILE --benchmark_out_format=json]
 //
-// Every shape of issue 5 in both gate modes (not safe / safe) and both precisions (tf32 / fp32).
+// Every benchmark shape (docs/PERFORMANCE.md) in both gate modes (not safe / safe) and both precisions (tf32 / fp32).
 // Each iteration: flush L2 (a 512 MiB memset), then one launch between two CUDA events (manual
 // time). B1 T1024 H32 is launched as a one-node CUDA graph (graph replay), the others directly.
 // Counters: traffic_MB (the unique DRAM bytes a perfect kernel moves: q, k once per q/k head, g,
 // beta, Akkd, the off-diagonal Aqk blocks and Akk's lower block triangle), TBps (traffic / time)
 // and frac_copy (TBps / the device-to-device copy rate measured at start, read + write counted).
 // The intra/ benchmarks time the whole intra stage (kda::chunk_kda_intra: the fused kernel) on the
-// shapes of issue 6, intra2k/ the same through the two-kernel path (producer + inter-solve); their
+// first five shapes, intra2k/ the same through the two-kernel path (producer + inter-solve); their
 // traffic is that of a fused stage (q, k, g, beta read; the lower block triangles of Aqk and Akk
 // written; no Akkd). notma/ times the inter-solve step with per-thread copies instead of the
 // tensor copy engine (cuda_backend::use_tma = false).
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
         std::size_t shapes;
     };
     const group groups[] = {{"", false, 0, all.size()},
-                            {"intra/", true, 0, 5},  // issue 6 names the first five shapes
+                            {"intra/", true, 0, 5},  // the intra stage's table uses the first five shapes
                             {"intra2k/", true, KDA_CAPI_TWO_KERNELS, 5},
                             {"notma/", false, KDA_CAPI_NO_TMA, 2}};
     for (const group& gr : groups)

@@ -174,8 +174,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--flags", type=int, default=0, help="kda_capi_call.flags for kda's runs of the inter-solve table (2: no tensor copies)")
     ap.add_argument("--stage", choices=["inter-solve", "intra"], default="inter-solve",
-                    help="inter-solve: the step alone (issue 5); intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
-                         "producer + inter-solve kernels (issue 6)")
+                    help="inter-solve: the step alone; intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
+                         "producer + inter-solve kernels")
     a = ap.parse_args()
     import triton
     import fla

@@ -2,10 +2,10 @@
 # (bench/compare_fla.py) loads with ctypes. Included by bench/CMakeLists.txt.
 #   kda_capi        shared library: kda_capi_inter_solve / kda_capi_fill_inputs (bench/kda_capi.h),
 #                   static CUDA runtime inside, so it loads on a machine with only the driver
-#   kda_bench_cuda  Google Benchmark program (bench/bench_cuda.cpp): every issue-5 shape, both
+#   kda_bench_cuda  Google Benchmark program (bench/bench_cuda.cpp): every benchmark shape, both
 #                   gate modes and precisions, L2 flushed, CUDA events, TB/s and fraction of copy
-# The GPU machine has no Google Benchmark: carry libbenchmark.so.1debian next to the binary (the
-# RPATH below looks in $ORIGIN/lib), see bench/run_device_bench.sh.
+# A GPU machine without Google Benchmark needs libbenchmark.so.1debian next to the binary (the
+# RPATH below looks in $ORIGIN/lib), see bench/README.md.
 if(NOT KDA_HAS_CUDA)
   return()
 endif()
