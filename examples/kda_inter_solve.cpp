@@ -5,7 +5,7 @@
 //   kda-inter-solve --in CASE.safetensors --out RESULT.safetensors
 //                   [--stage inter-solve|intra] [--gate cumulated|raw|kda|kda-lower-bound]
 //                   [--lower-bound X] [--backend cpu|cuda|both] [--precision tf32|fp32]
-//                   [--threads N] [--check]
+//                   [--threads N] [--check] [--max-error-ratio R]
 //
 // --stage inter-solve (default): kda::inter_solve. CASE holds q k g beta Akkd scale, optionally
 // Aqk_diag (the starting Aqk; zeros when absent), cu_seqlens and chunk_indices, and the metadata
@@ -38,9 +38,15 @@
 // inputs); --check prints the errors for a single backend (and FLA's, when CASE also holds FLA's
 // outputs Aqk and Akk, compared on the entries the stage writes).
 //
-// Exit status: 0 on success; 2 on any error (bad flags, a bad or inconsistent case file, a backend
-// that is not available), with one line on stderr, and RESULT is not created (it is written to a
-// temporary file and renamed only when everything succeeded).
+// --check also holds each backend's Aqk and Akk to a bound on the relative RMS error: by default the
+// test suite's (tests/support/bounds.hpp: for bf16 / fp16 data 1.05x the rounding floor, for fp32
+// and fp64 data a multiple of the floor measured on the suite; FLA's tf32 products on the CUDA
+// backend add their own term); --max-error-ratio R (implies --check) replaces it by R x the floor.
+//
+// Exit status: 0 on success; 1 when --check finds an error above its bound (RESULT is written, and
+// one line per failed bound goes to stderr); 2 on any error (bad flags, a bad or inconsistent case
+// file, a backend that is not available), with one line on stderr, and RESULT is not created (it is
+// written to a temporary file and renamed only when everything succeeded).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,12 +68,15 @@
 #include <kda/kda.hpp>
 #include <kda/reference.hpp>
 
+#include "../tests/support/bounds.hpp"  // kda::testing: the suite's error bounds, the default of --check
+
 #if KDA_WITH_CUDA_BRIDGE
 #include "tools/cuda_bridge/cuda_bridge.hpp"  // kda::bridge: host wrapper of the CUDA backend (nvcc-compiled)
 #endif
 
 namespace {
 
+constexpr int exit_check_failed = 1;
 constexpr int exit_bad_input = 2;
 
 /// The outputs of one backend run.
@@ -287,10 +296,31 @@ std::string sci(double v) {
     return buf;
 }
 
-void print_errors(const std::string& who, const kda::host_tensor& Aqk, const kda::host_tensor& Akk, const kda::reference::result& ref) {
+/// The bound of --check on an error whose rounding floor is `floor`: R x floor with
+/// --max-error-ratio R, else the suite's bound for the backend's arithmetic (`tf32`: the CUDA
+/// backend's tf32 products; the CPU computes both precisions at full precision).
+struct error_bound {
+    std::optional<double> ratio;  // --max-error-ratio
+    [[nodiscard]] double operator()(kda::dtype X, bool tf32, double floor) const {
+        if (ratio) return *ratio * floor;
+        return tf32 ? kda::testing::tf32_tolerance(floor) : kda::testing::full_precision_tolerance(X, floor);
+    }
+};
+
+/// Prints one backend's errors; returns the failed bounds, one line each.
+std::vector<std::string> print_errors(const std::string& who, const kda::host_tensor& Aqk, const kda::host_tensor& Akk, const kda::reference::result& ref,
+                                      const std::optional<error_bound>& bound = std::nullopt, bool tf32 = false) {
     const rel_error q = error_vs_exact(Aqk, ref.Aqk, ref.aqk_written), k = error_vs_exact(Akk, ref.Akk, ref.akk_written);
     std::cout << who << " vs float64: Aqk rel RMS " << sci(q.err) << " (floor " << sci(q.floor) << ", " << sci(q.floor > 0 ? q.err / q.floor : 0)
               << "x), Akk rel RMS " << sci(k.err) << " (floor " << sci(k.floor) << ", " << sci(k.floor > 0 ? k.err / k.floor : 0) << "x)\n";
+    std::vector<std::string> failed;
+    if (!bound) return failed;
+    for (const auto& [nm, e] : {std::pair<const char*, rel_error>{"Aqk", q}, {"Akk", k}}) {
+        const double b = (*bound)(Aqk.type(), tf32, e.floor);
+        if (!(e.err <= b))
+            failed.push_back(who + " " + nm + " rel RMS error " + sci(e.err) + " exceeds the bound " + sci(b) + " (floor " + sci(e.floor) + ")");
+    }
+    return failed;
 }
 
 void print_gate_error(const std::string& who, const kda::host_tensor& g, const std::vector<double>& exact) {
@@ -324,6 +354,7 @@ int main(int argc, char** argv) {
     int threads = 0;
     double lower_bound = -5.0;
     bool check = false;
+    double max_error_ratio = 0;
     app.add_option("--in", in,
                    "case file: q k g beta scale, Akkd [Aqk_diag] (inter-solve stage only), [cu_seqlens chunk_indices], "
                    "[A_log dt_bias] (--gate kda|kda-lower-bound); metadata BT BC safe_gate")
@@ -345,7 +376,14 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"cpu", "cuda", "both"}));
     app.add_option("--precision", prec, "solve precision: tf32 (FLA's) or fp32 (default, the most accurate)")->check(CLI::IsMember({"tf32", "fp32"}));
     app.add_option("--threads", threads, "CPU worker threads (0: all hardware threads)")->check(CLI::NonNegativeNumber);
-    app.add_flag("--check", check, "print the errors against the float64 reference (and FLA's, when the case holds FLA's Aqk and Akk)");
+    app.add_flag("--check", check,
+                 "print the errors against the float64 reference (and FLA's, when the case holds FLA's Aqk and Akk), and exit 1 when "
+                 "an error of ours exceeds its bound (default: the test suite's; see --max-error-ratio)");
+    CLI::Option* ratio_opt = app.add_option("--max-error-ratio", max_error_ratio,
+                                            "with --check (implied): the bound on each relative RMS error is this multiple of its rounding "
+                                            "floor (the error of rounding the float64 answer once to the output's dtype), e.g. 1.05; fp64 data "
+                                            "has no floor (keep the default there)")
+                                 ->check(CLI::PositiveNumber);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -354,6 +392,9 @@ int main(int argc, char** argv) {
         return exit_bad_input;
     }
 
+    std::optional<error_bound> bound;
+    if (ratio_opt->count() > 0) check = true;
+    if (check) bound = error_bound{ratio_opt->count() > 0 ? std::optional<double>(max_error_ratio) : std::nullopt};
     try {
         if (backend.empty()) backend = cuda_present() ? "cuda" : "cpu";
         if (backend != "cpu") {
@@ -402,6 +443,7 @@ int main(int argc, char** argv) {
                   << (c.cu_seqlens.defined() ? " varlen" : "") << ", gate " << gate << ", precision " << prec << "\n";
         if (cpu) std::cout << "cpu:  " << cpu->ms << " ms" << (gs ? " (+ " + std::to_string(cpu->gate_ms) + " ms gate cumsum)" : "") << "\n";
         if (cuda) std::cout << "cuda: " << cuda->ms << " ms (kernel)" << (gs ? " (+ " + std::to_string(cuda->gate_ms) + " ms gate cumsum)" : "") << "\n";
+        std::vector<std::string> failed;  // the bounds of --check that an error exceeds
         if ((check || (cpu && cuda)) && p.T > 0) {
             kda::host_tensor a0 = c.initial_aqk(), k0 = c.initial_akk();
             const kda::host_tensor g64 = gs ? exact_gates(*gs, c) : kda::host_tensor{};
@@ -420,8 +462,11 @@ int main(int argc, char** argv) {
                 if (cpu) print_gate_error("cpu ", cpu->g, exact);
                 if (cuda) print_gate_error("cuda", cuda->g, exact);
             }
-            if (cpu) print_errors("cpu ", cpu->Aqk, cpu->Akk, ref);
-            if (cuda) print_errors("cuda", cuda->Aqk, cuda->Akk, ref);
+            if (cpu) failed = print_errors("cpu ", cpu->Aqk, cpu->Akk, ref, bound);
+            if (cuda) {
+                const auto f = print_errors("cuda", cuda->Aqk, cuda->Akk, ref, bound, p.solve_precision == kda::precision::tf32);
+                failed.insert(failed.end(), f.begin(), f.end());
+            }
             if (cpu && cuda) {
                 double mq = 0, mk = 0;
                 const double dq = rel_diff(cuda->Aqk, cpu->Aqk, ref.aqk_written, &mq), dk = rel_diff(cuda->Akk, cpu->Akk, ref.akk_written, &mk);
@@ -432,7 +477,8 @@ int main(int argc, char** argv) {
         }
         kda::io::safetensors_file::save(out, tensors, meta);
         std::cout << "wrote " << out << "\n";
-        return 0;
+        for (const std::string& f : failed) std::cerr << "kda-inter-solve: check failed: " << f << "\n";
+        return failed.empty() ? 0 : exit_check_failed;
     } catch (const std::exception& e) {
         std::cerr << "kda-inter-solve: error: " << one_line(e.what()) << "\n";
         return exit_bad_input;

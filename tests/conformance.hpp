@@ -8,7 +8,8 @@
 //        // runs the step; outputs are host tensors; throws kda::error on bad input
 //   double tolerance(kda::dtype X, kda::precision p, double floor) const;  // on relative RMS
 //   double compute_roundoff(kda::precision p) const;           // unit roundoff of its products
-// KDA_CONFORMANCE_SUITE(Runner, "[tag]") then registers every test case below for that runner;
+// KDA_CONFORMANCE_SUITE(Runner, "[tag]") then registers every test case below for that runner, and
+// KDA_CONFORMANCE_FP64_GRID(Runner, "[tag]") the fp64 dense grid for a runner that supports fp64;
 // tests/test_cpu.cpp is the first user.
 #pragma once
 
@@ -560,13 +561,6 @@ void check_bad_inputs(const Runner& run, dtype X) {
     TEST_CASE(#RUNNER ": dense grid, fp32", TAG "[conformance][grid][fp32]") {                                     \
         kda::testing::check_grid(RUNNER{}, kda::testing::dense_grid(kda::dtype::fp32), "dense grid fp32");          \
     }                                                                                                              \
-    TEST_CASE(#RUNNER ": dense grid, fp64", TAG "[conformance][grid][fp64]") {                                     \
-        if (!RUNNER{}.supports(kda::dtype::fp64)) {                                                                \
-            WARN(#RUNNER " does not support fp64: checked as bad input instead");                                  \
-            return;                                                                                                \
-        }                                                                                                          \
-        kda::testing::check_grid(RUNNER{}, kda::testing::dense_grid(kda::dtype::fp64), "dense grid fp64");          \
-    }                                                                                                              \
     TEST_CASE(#RUNNER ": varlen grid", TAG "[conformance][grid][varlen]") {                                        \
         for (auto X : {kda::dtype::bf16, kda::dtype::fp16, kda::dtype::fp32, kda::dtype::fp64})                     \
             if (RUNNER{}.supports(X))                                                                                  \
@@ -596,3 +590,11 @@ void check_bad_inputs(const Runner& run, dtype X) {
             if (run.supports(X)) kda::testing::check_bad_inputs(run, X);                                           \
     }
 
+/// Registers the fp64 dense grid for a Runner that supports fp64. A backend without fp64 does not
+/// register it (the bad-input case checks that fp64 is refused instead), so that no ctest entry
+/// passes without running it.
+#define KDA_CONFORMANCE_FP64_GRID(RUNNER, TAG)                                                                      \
+    TEST_CASE(#RUNNER ": dense grid, fp64", TAG "[conformance][grid][fp64]") {                                     \
+        REQUIRE(RUNNER{}.supports(kda::dtype::fp64));                                                              \
+        kda::testing::check_grid(RUNNER{}, kda::testing::dense_grid(kda::dtype::fp64), "dense grid fp64");          \
+    }

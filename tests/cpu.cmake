@@ -1,7 +1,7 @@
 # Core unit tests and the CPU backend's conformance suite.
 add_executable(kda_test_core test_core.cpp)
 target_link_libraries(kda_test_core PRIVATE kda::kda kda_catch_main kda_program_flags)
-add_test(NAME core COMMAND kda_test_core)
+add_test(NAME core COMMAND kda_test_core ${kda_catch_strict})
 
 add_executable(kda_test_cpu test_cpu.cpp)
 target_link_libraries(kda_test_cpu PRIVATE kda::kda kda_catch_main kda_program_flags)
@@ -9,14 +9,14 @@ target_link_libraries(kda_test_cpu PRIVATE kda::kda kda_catch_main kda_program_f
 foreach(part "[grid][bf16]" "[grid][fp16]" "[grid][fp32]" "[grid][fp64]" "[varlen]" "[properties]" "[bad-input]" "[policy]" "[threads]")
   string(REGEX REPLACE "[][]+" "." name "cpu${part}")
   string(REGEX REPLACE "\\.$" "" name "${name}")
-  add_test(NAME ${name} COMMAND kda_test_cpu "[cpu]${part}")
+  add_test(NAME ${name} COMMAND kda_test_cpu "[cpu]${part}" ${kda_catch_strict})
 endforeach()
 
 # The intra stage (kda/intra.hpp) on the CPU: chunk_kda_intra, chunk_kda_intra_diag, chunk_local_cumsum.
 add_executable(kda_test_intra_cpu test_intra_cpu.cpp)
 target_link_libraries(kda_test_intra_cpu PRIVATE kda::kda kda_catch_main kda_program_flags)
 foreach(part full diag strong-decay cumsum bad-input)
-  add_test(NAME cpu.intra.${part} COMMAND kda_test_intra_cpu "[cpu][intra][${part}]")
+  add_test(NAME cpu.intra.${part} COMMAND kda_test_intra_cpu "[cpu][intra][${part}]" ${kda_catch_strict})
 endforeach()
 
 # Compile-fail tests: each file must be refused, with our static_assert's sentence.

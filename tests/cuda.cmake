@@ -27,7 +27,7 @@ target_compile_definitions(kda_test_cuda PRIVATE KDA_FLA_DATA_DIR="${CMAKE_CURRE
 # run only when asked: kda_test_cuda "[large]" (outputs of more than 2^31 entries), "[timing]".
 set(kda_cuda_parts
   grid.bf16=[conformance][grid][bf16] grid.fp16=[conformance][grid][fp16] grid.fp32=[conformance][grid][fp32]
-  grid.fp64=[conformance][grid][fp64] varlen=[conformance][varlen] properties=[conformance][properties]
+  varlen=[conformance][varlen] properties=[conformance][properties]
   bad-input=[conformance][bad-input] tf32.grid=[tf32][grid] tf32.varlen=[tf32][varlen] tf32.properties=[tf32][properties]
   varlen-search=[varlen-search] vs-cpu=[vs-cpu] repeat=[repeat] align=[align] policy=[policy]
   device-pointers=[bad-input]~[conformance]~[intra] graph=[graph]~[intra] sanitize=[sanitize]
@@ -39,6 +39,6 @@ endif()
 foreach(part IN LISTS kda_cuda_parts)
   string(REGEX REPLACE "=.*" "" name "${part}")
   string(REGEX REPLACE "^[^=]*=" "" spec "${part}")
-  add_test(NAME cuda.${name} COMMAND kda_test_cuda "[cuda]${spec}")
+  add_test(NAME cuda.${name} COMMAND kda_test_cuda "[cuda]${spec}" ${kda_catch_strict})
   set_tests_properties(cuda.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
 endforeach()

@@ -7,9 +7,9 @@ add_executable(kda_test_io io/test_safetensors.cpp io/test_case.cpp io/test_gold
 target_link_libraries(kda_test_io PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
 target_include_directories(kda_test_io PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(kda_test_io PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
-add_test(NAME io.safetensors COMMAND kda_test_io "[safetensors]")
-add_test(NAME io.case COMMAND kda_test_io "[case]")
-add_test(NAME io.golden COMMAND kda_test_io "[golden]")
+add_test(NAME io.safetensors COMMAND kda_test_io "[safetensors]" ${kda_catch_strict})
+add_test(NAME io.case COMMAND kda_test_io "[case]" ${kda_catch_strict})
+add_test(NAME io.golden COMMAND kda_test_io "[golden]" ${kda_catch_strict})
 
 # The intra stage (kda/intra.hpp) on the golden FLA cases: producer and one-call path against
 # float64 and against FLA's own outputs.
@@ -17,7 +17,7 @@ add_executable(kda_test_intra_golden io/test_intra_golden.cpp)
 target_link_libraries(kda_test_intra_golden PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
 target_include_directories(kda_test_intra_golden PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(kda_test_intra_golden PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
-add_test(NAME io.intra_golden COMMAND kda_test_intra_golden "[intra-golden]")
+add_test(NAME io.intra_golden COMMAND kda_test_intra_golden "[intra-golden]" ${kda_catch_strict})
 
 # The command, driven as a user would: exit status, one-line errors, no output file on failure.
 if(KDA_BUILD_EXAMPLES)
@@ -28,7 +28,7 @@ if(KDA_BUILD_EXAMPLES)
                              KDA_INTER_SOLVE_EXE="$<TARGET_FILE:kda-inter-solve>"
                              $<$<TARGET_EXISTS:kda_cuda_bridge>:KDA_WITH_CUDA_BRIDGE=1>)
   add_dependencies(kda_test_cli kda-inter-solve)
-  add_test(NAME io.cli COMMAND kda_test_cli "[cli]")
+  add_test(NAME io.cli COMMAND kda_test_cli "[cli]" ${kda_catch_strict})
 endif()
 
 # libFuzzer target for the safetensors reader and the case validation (clang only; see

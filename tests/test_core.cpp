@@ -1,6 +1,7 @@
 // tests/test_core.cpp: host-only unit tests of the core (no backend): varlen mapping, tile
 // configuration, layout checks, dtype tables, the reference's own consistency.
 #include <kda/host_tensor.hpp>
+#include <kda/intra.hpp>
 #include <kda/params.hpp>
 #include <kda/reference.hpp>
 #include <kda/tile_config.hpp>
@@ -95,6 +96,79 @@ TEST_CASE("can_implement names the argument, the expectation and the value", "[c
     p.HV = 4;
     const auto st2 = kda::can_implement(p, a);
     CHECK(st2.message.find("argument 'q': is required but was not given (expected [B, T, H, K] = [1, 10, 2, 64])") != std::string::npos);
+}
+
+TEST_CASE("can_implement: valid calls of every step succeed; the caps decide fp64, alignment and host index copies", "[core][validate]") {
+    kda::inter_solve_problem p;
+    p.T = 70;
+    p.H = 2;
+    p.HV = 4;
+    p.K = 24;
+    kda::reference::generator_options opt;
+    opt.seed = 3;
+    opt.seqlens = {30, 40};
+    // a CUDA-like backend: no fp64, 16-byte rows, index tensors in device memory
+    kda::backend_caps gpu;
+    gpu.name = "gpu-like";
+    gpu.supports_fp64 = false;
+    gpu.alignment = 16;
+    gpu.index_tensors_on_host = false;
+    for (const kda::dtype X : {kda::dtype::bf16, kda::dtype::fp64}) {
+        INFO(kda::name(X));
+        const auto in = kda::reference::make_inputs(p, X, opt);
+        kda::host_tensor Aqk = in.make_output(0), Akk = in.make_output(0);
+        kda::host_tensor Akkd(kda::acc_dtype(X), {1, in.problem.T, 4, 16});
+        kda::inter_solve_args a = in.args(Aqk, Akk);
+        const kda::intra_args ia = in.intra_args(Aqk, Akk);
+        const kda::intra_diag_args da = in.diag_args(Aqk, Akkd);
+        const kda::backend_caps cpu;  // the default caps: the CPU's
+        CHECK(kda::can_implement(in.problem, a, cpu));
+        CHECK(kda::can_implement(in.problem, a).message.empty());
+        CHECK(kda::can_implement(in.problem, ia, cpu));
+        CHECK(kda::can_implement(in.problem, da, cpu));
+        if (X == kda::dtype::fp64) {
+            const auto st = kda::can_implement(in.problem, a, gpu);
+            CHECK(st.message == "kda::inter_solve: argument 'q': dtype fp64 is not supported by the gpu-like backend (expected bf16, fp16 or fp32)");
+            CHECK_FALSE(kda::can_implement(in.problem, ia, gpu));
+            continue;
+        }
+        // without host copies of the index tensors a device-side backend cannot validate them
+        CHECK(kda::can_implement(in.problem, a, gpu).message.find("argument 'cu_seqlens_host'") != std::string::npos);
+        a.cu_seqlens_host = a.cu_seqlens;
+        a.chunk_indices_host = a.chunk_indices;
+        CHECK(kda::can_implement(in.problem, a, gpu));
+        // K = 24 bf16 rows are 48 bytes: a view that starts one element in is aligned for the CPU, not to 16 bytes
+        kda::host_tensor q2(X, {1, in.problem.T, 2, 25});
+        a.q = q2.ref();
+        a.q.data = static_cast<const unsigned char*>(q2.raw()) + 2;
+        a.q.shape[3] = 24;
+        a.q.stride = {in.problem.T * 50, 50, 25, 1};
+        CHECK(kda::can_implement(in.problem, a, cpu));
+        CHECK(kda::can_implement(in.problem, a, gpu).message.find("argument 'q'") != std::string::npos);
+    }
+
+    kda::cumsum_problem cp;
+    cp.HV = 2;
+    cp.K = 8;
+    cp.activation = kda::gate_activation::kda;
+    kda::reference::gate_options go;
+    go.seed = 4;
+    go.seqlens = {5, 9};
+    for (const kda::dtype X : {kda::dtype::fp32, kda::dtype::fp64}) {
+        const auto gin = kda::reference::make_gate_inputs(cp, X, go);
+        kda::host_tensor g = gin.make_output(0);
+        kda::cumsum_args ca = gin.args(g);
+        CHECK(kda::can_implement(gin.problem, ca, kda::backend_caps{}));
+        if (X == kda::dtype::fp64) {
+            CHECK(kda::can_implement(gin.problem, ca, gpu).message.find("dtype fp64 is not supported by the gpu-like backend") != std::string::npos);
+            continue;
+        }
+        CHECK(kda::can_implement(gin.problem, ca, gpu).message.find("argument 'cu_seqlens_host'") != std::string::npos);
+        ca.cu_seqlens_host = ca.cu_seqlens;
+        CHECK(kda::can_implement(gin.problem, ca, gpu));
+        ca.A_log = {};
+        CHECK(kda::can_implement(gin.problem, ca, gpu).message.find("argument 'A_log'") != std::string::npos);
+    }
 }
 
 TEST_CASE("reference: (I + L) Akk = I and Aqk causal structure in float64", "[core][reference]") {

@@ -26,6 +26,7 @@ struct cpu_runner {
 }  // namespace
 
 KDA_CONFORMANCE_SUITE(cpu_runner, "[cpu]")
+KDA_CONFORMANCE_FP64_GRID(cpu_runner, "[cpu]")
 
 namespace {
 template <int BT, int BK>

@@ -1,6 +1,7 @@
 // tests/test_intra_cpu.cpp: the intra stage on the CPU backend (kda/intra.hpp, kda/cpu/intra.hpp)
 // against the float64 reference (kda/reference.hpp):
-//   [full]          chunk_kda_intra: every dtype, both flavours, BT 32 / 64, K 16 / 80 / 128, GVA,
+//   [full]          chunk_kda_intra: every dtype, both flavours, BT 32 / 64, K 16 / 80 / 128 and
+//                   19 / 83 / 131 (not multiples of 16), GVA,
 //                   tails, varlen with and without chunk_indices (empty and short sequences), with
 //                   and without a caller workspace; untouched entries bit for bit
 //   [diag]          chunk_kda_intra_diag: Aqk's diagonal blocks and Akkd, both flavours; the
@@ -173,7 +174,7 @@ TEST_CASE("chunk_kda_intra against the float64 reference", "[cpu][intra][full]")
                         tc.X = X;
                         tc.safe = safe;
                         tc.BT = BT;
-                        tc.K = K;
+                        tc.K = layout == 2 ? K + 3 : K;  // K = 19, 83, 131: rows that end inside a 16-column slice
                         tc.seed = ++seed;
                         if (layout == 0) {  // dense, batch of 2, GVA, T % BT != 0 (short last sub-chunk)
                             tc.B = 2;
@@ -210,7 +211,7 @@ TEST_CASE("chunk_kda_intra_diag against the float64 reference; the one-call path
                     tc.X = X;
                     tc.safe = safe;
                     tc.BT = BT;
-                    tc.K = layout == 0 ? 80 : 16;
+                    tc.K = layout == 0 ? 83 : 16;  // 83: the last 16-column slice of K is partial
                     tc.seed = ++seed;
                     if (layout == 0) {
                         tc.B = 2;
@@ -343,6 +344,80 @@ TEST_CASE("strided views: padded rows in and out give the same bits, pads untouc
         INFO((safe ? "safe" : "not safe") << ": " << diff << " entries differ from the contiguous run, " << pad_written << " pad entries written");
         CHECK(diff == 0);
         CHECK(pad_written == 0);
+    }
+}
+
+TEST_CASE("make_tensor with explicit strides: q, k slices of a fused projection, as in the README", "[cpu][intra][full]") {
+    // the README's call with q and k taken from one [B, T, 2, H, K] buffer and beta from a
+    // [B, T, HV, 2] one, against the same call on contiguous copies: the same bits
+    const std::int64_t B = 1, T = 150, H = 2, HV = 4, K = 40, BT = 64;
+    intra_case tc;
+    tc.X = dtype::bf16;
+    tc.T = T;
+    tc.H = H;
+    tc.HV = HV;
+    tc.K = K;
+    tc.seed = 61;
+    const ref::inputs in = tc.inputs();
+    const auto* q = in.q.data<kda::bf16_t>();
+    const auto* k = in.k.data<kda::bf16_t>();
+    const auto* beta = in.beta.data<kda::bf16_t>();
+    std::vector<kda::bf16_t> qk(static_cast<std::size_t>(B * T * 2 * H * K)), beta2(static_cast<std::size_t>(B * T * HV * 2));
+    for (std::int64_t t = 0; t < T; ++t) {
+        for (std::int64_t i = 0; i < H * K; ++i) {
+            qk[static_cast<std::size_t>((t * 2 + 0) * H * K + i)] = q[t * H * K + i];
+            qk[static_cast<std::size_t>((t * 2 + 1) * H * K + i)] = k[t * H * K + i];
+        }
+        for (std::int64_t hv = 0; hv < HV; ++hv) beta2[static_cast<std::size_t>((t * HV + hv) * 2 + 1)] = beta[t * HV + hv];
+    }
+    std::vector<kda::bf16_t> Aqk(static_cast<std::size_t>(B * T * HV * BT)), Akk(Aqk.size());
+    const kda::intra_problem problem{.B = B, .T = T, .H = H, .HV = HV, .K = K, .scale = 1.0 / std::sqrt(double(K))};
+    kda::intra_args args;
+    args.q = kda::make_tensor(qk.data(), {B, T, H, K}, {T * 2 * H * K, 2 * H * K, K, 1});
+    args.k = kda::make_tensor(qk.data() + H * K, {B, T, H, K}, {T * 2 * H * K, 2 * H * K, K, 1});
+    args.g = kda::make_tensor(in.g.data<float>(), {B, T, HV, K});
+    args.beta = kda::make_tensor(beta2.data() + 1, {B, T, HV}, {T * HV * 2, HV * 2, 2});
+    args.Aqk = kda::make_mutable_tensor(Aqk.data(), {B, T, HV, BT});
+    args.Akk = kda::make_mutable_tensor(Akk.data(), {B, T, HV, BT});
+    REQUIRE(kda::can_implement(problem, args, kda::cpu_backend::caps()));
+    kda::chunk_kda_intra(cpu2, problem, args);
+
+    ref::inputs dense = tc.inputs();
+    dense.problem = problem;
+    host_tensor Aqk1 = dense.make_output(0), Akk1 = dense.make_output(0);
+    kda::chunk_kda_intra(cpu2, problem, dense.intra_args(Aqk1, Akk1));
+    CHECK(std::memcmp(Aqk.data(), Aqk1.raw(), static_cast<std::size_t>(Aqk1.nbytes())) == 0);
+    CHECK(std::memcmp(Akk.data(), Akk1.raw(), static_cast<std::size_t>(Akk1.nbytes())) == 0);
+    CHECK(std::any_of(Akk.begin(), Akk.end(), [](kda::bf16_t v) { return v.bits != 0; }));
+}
+
+TEST_CASE("precision::tf32 on the CPU computes as fp32: the same bits", "[cpu][intra][full]") {
+    // the CPU backend folds tf32 into fp32 (cpu_backend::effective_precision): every entry point
+    for (dtype X : {dtype::bf16, dtype::fp32}) {
+        intra_case tc;
+        tc.X = X;
+        tc.K = 40;
+        tc.T = 90;
+        tc.seed = 71;
+        const ref::inputs in = tc.inputs();
+        kda::intra_problem p32 = in.problem, p_tf = in.problem;
+        p32.solve_precision = kda::precision::fp32;
+        p_tf.solve_precision = kda::precision::tf32;
+        host_tensor q1 = in.make_output(0), k1 = in.make_output(0), q2 = in.make_output(0), k2 = in.make_output(0);
+        kda::chunk_kda_intra(cpu2, p32, in.intra_args(q1, k1));
+        kda::chunk_kda_intra(cpu2, p_tf, in.intra_args(q2, k2));
+        CHECK(same_bits(q1, q2));
+        CHECK(same_bits(k1, k2));
+        host_tensor q3 = in.make_output(0), k3 = in.make_output(0), q4 = in.make_output(0), k4 = in.make_output(0);
+        kda::inter_solve(cpu2, p32, in.args(q3, k3));
+        kda::inter_solve(cpu2, p_tf, in.args(q4, k4));
+        CHECK(same_bits(q3, q4));
+        CHECK(same_bits(k3, k4));
+        host_tensor d1 = make_akkd_out(in, 0), d2 = make_akkd_out(in, 0);
+        kda::chunk_kda_intra_diag(cpu2, p32, in.diag_args(q3, d1));
+        kda::chunk_kda_intra_diag(cpu2, p_tf, in.diag_args(q4, d2));
+        CHECK(same_bits(d1, d2));
+        CHECK(same_bits(q3, q4));
     }
 }
 

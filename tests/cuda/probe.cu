@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <filesystem>
 #include <functional>
 #include <vector>
 
@@ -74,6 +75,18 @@ std::string message_of(const std::function<void()>& f) {
 }
 
 }  // namespace
+
+int device_count(std::string& error) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess) return n;
+    (void)cudaGetLastError();
+    // without libcuda the runtime reports an insufficient driver: no device, unless the kernel
+    // driver is loaded (then the user-space driver is too old or broken: an error)
+    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !std::filesystem::exists("/proc/driver/nvidia/version"))) return 0;
+    error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    return -1;
+}
 
 std::string run_with_host_tensor(const inter_solve_problem& p, const inter_solve_args& h, const std::string& keep_on_host) {
     device_copies dc;

@@ -10,6 +10,12 @@
 
 namespace kda::testing::probe {
 
+/// What the CUDA runtime says about devices: their number (>= 1); 0 when there is none
+/// (cudaErrorNoDevice, or cudaErrorInsufficientDriver on a machine without the NVIDIA kernel
+/// driver, /proc/driver/nvidia/version); -1 for any other error, with the runtime's name and
+/// text in `error` (a driver older than the runtime, a driver/library mismatch, ...).
+int device_count(std::string& error);
+
 /// Runs kda::inter_solve(kda::cuda_backend{stream}, ...) on device copies of `host_args`, except
 /// that the tensor named `keep_on_host` ("q", "k", "g", "beta", "Akkd", "Aqk", "Akk", "cu_seqlens",
 /// "chunk_indices") is passed as its host pointer. Returns kda::error's message, "" if none.

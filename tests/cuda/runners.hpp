@@ -14,11 +14,6 @@
 
 namespace kda::testing {
 
-/// Tolerance of the tf32 mode: the error of tf32 products (operands rounded to 11 significant
-/// bits, FLA's behaviour: FLA reaches 7.7e-4 on Aqk and 1.2e-4 on Akk in fp32) added to the
-/// output's rounding floor. A sanity bound; the golden test holds the mode to FLA's own figures.
-inline double tf32_tolerance(double floor) { return 1.05 * floor + 3e-3; }
-
 template <precision P>
 struct cuda_runner_of {
     [[nodiscard]] std::string name() const { return P == precision::fp32 ? "cuda" : "cuda-tf32"; }

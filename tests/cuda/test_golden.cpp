@@ -96,7 +96,9 @@ TEST_CASE("cuda: golden FLA cases through the whole intra stage", "[cuda][golden
         INFO("producer: Aqk_diag ours " << oq.err << " FLA " << fq.err << " floor " << oq.floor << "; Akkd ours " << ok_.err << " FLA " << fk.err);
         CHECK(oq.count > 0);
         CHECK(oq.err <= kda::testing::full_precision_tolerance(X, oq.floor));
-        CHECK(ok_.err <= std::max(1e-6, 1.05 * fk.err));
+        // Akkd is fp32 arithmetic on fp32 storage: the fp32 bound (64x its floor; measured on the H200:
+        // 1.5e-7 against FLA's 1.0e-7, 5.8e-9 in safe-gate mode)
+        CHECK(ok_.err <= kda::testing::full_precision_tolerance(kda::dtype::fp32, ok_.floor));
         std::printf("golden cuda diag  %-10s %-4s  Aqk_diag: ours %.3e FLA %.3e floor %.3e  |  Akkd: ours %.3e FLA %.3e\n", name.c_str(),
                     std::string(kda::name(X)).c_str(), oq.err, fq.err, oq.floor, ok_.err, fk.err);
     }

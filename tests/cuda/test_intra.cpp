@@ -17,6 +17,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cuda_bridge.hpp>
@@ -51,7 +52,7 @@ std::vector<setup> spread() {
         for (int BT : {32, 64})
             for (bool safe : {false, true})
                 for (precision prec : {precision::fp32, precision::tf32}) {
-                    for (std::int64_t K : {16, 80, 128}) {
+                    for (std::int64_t K : {16, 37, 80, 128}) {  // 37: a partial last 16-column slice, rows not 16-byte aligned
                         setup s;
                         s.p = make_problem(2, 2 * BT + 21, 2, 4, K, BT, safe, prec);
                         s.X = X;
@@ -309,6 +310,104 @@ TEST_CASE("cuda: chunk_kda_intra captured into a CUDA graph", "[cuda][intra][gra
         CHECK(std::memcmp(A1.raw(), A2.raw(), static_cast<std::size_t>(A1.nbytes())) == 0);
         CHECK(std::memcmp(K1.raw(), K2.raw(), static_cast<std::size_t>(K1.nbytes())) == 0);
     }
+}
+
+namespace {
+
+/// A copy of `t` ([..., n]) with `pad` extra entries per innermost row, set to `fill`.
+host_tensor padded(const host_tensor& t, std::int64_t pad, double fill) {
+    std::vector<std::int64_t> shape = t.shape();
+    const std::int64_t n = shape.back(), rows = t.numel() / std::max<std::int64_t>(n, 1);
+    shape.back() = n + pad;
+    host_tensor out(t.type(), shape);
+    for (std::int64_t i = 0; i < out.numel(); ++i) kda::reference::store(out, i, fill);
+    const auto es = static_cast<std::size_t>(kda::size_of(t.type()));
+    for (std::int64_t r = 0; r < rows; ++r)
+        std::memcpy(static_cast<unsigned char*>(out.raw()) + static_cast<std::size_t>(r * (n + pad)) * es,
+                    static_cast<const unsigned char*>(t.raw()) + static_cast<std::size_t>(r * n) * es, static_cast<std::size_t>(n) * es);
+    return out;
+}
+
+/// A view of the first `n` entries of each row of a padded tensor ([B, T, D, n + pad]; rank 3 for beta).
+template <class Ref, class T>
+Ref padded_view(T& t, std::int64_t n) {
+    Ref r = [&] {
+        if constexpr (std::is_same_v<Ref, kda::tensor_ref>) return t.ref();
+        else return t.mref();
+    }();
+    r.shape[r.rank - 1] = n;  // the strides stay those of the padded rows
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: chunk_kda_intra on strided views gives the contiguous run's bits, pads untouched; T = 0 is a no-op",
+          "[cuda][intra][grid]") {
+    for (dtype X : {dtype::bf16, dtype::fp32})
+        for (bool fuse : {true, false}) {
+            INFO(kda::name(X) << (fuse ? " fused" : " two kernels"));
+            setup s;
+            s.p = make_problem(2, 77, 2, 4, 48, 64, false, precision::fp32);
+            s.X = X;
+            s.seed = 51;
+            const auto in = s.make();
+            const auto& p = in.problem;
+            kda::bridge::cuda_options opt;
+            opt.fuse_intra = fuse;
+            host_tensor Aqk1 = in.make_output(0), Akk1 = in.make_output(0);
+            host_tensor ws1(dtype::fp32, {p.B, p.T, p.HV, 16}), ws2(dtype::fp32, {p.B, p.T, p.HV, 16 + 4});
+            kda::bridge::cuda_intra_host(p, in.intra_args(Aqk1, Akk1, fuse ? nullptr : &ws1), opt);
+
+            // q, k, g with padded rows; beta as [B, T, HV, 2] (head stride 2); outputs with 8 pad entries
+            const host_tensor q = padded(in.q, 8, 0), k = padded(in.k, 5, 0), g = padded(in.g, 4, 0);
+            host_tensor beta2 = padded(host_tensor(in.beta.type(), {p.B, p.T, p.HV, 1}), 1, 0);
+            for (std::int64_t i = 0; i < in.beta.numel(); ++i) kda::reference::store(beta2, 2 * i, kda::reference::read(kda::testing::flat(in.beta), i));
+            host_tensor Aqk = padded(Aqk1, 8, 7.0), Akk = padded(Akk1, 8, 7.0);
+            for (host_tensor* t : {&Aqk, &Akk})
+                for (std::int64_t i = 0; i < t->numel(); ++i) kda::reference::store(*t, i, 7.0);
+            const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone();
+            kda::intra_args a = in.intra_args(Aqk1, Akk1);
+            a.q = padded_view<kda::tensor_ref>(q, p.K);
+            a.k = padded_view<kda::tensor_ref>(k, p.K);
+            a.g = padded_view<kda::tensor_ref>(g, p.K);
+            a.beta = padded_view<kda::tensor_ref>(beta2, 1);
+            a.beta.rank = 3;
+            a.beta.shape[3] = 0;
+            a.beta.stride[3] = 0;
+            a.Aqk = padded_view<kda::mutable_tensor_ref>(Aqk, p.BT);
+            a.Akk = padded_view<kda::mutable_tensor_ref>(Akk, p.BT);
+            if (!fuse) a.Akkd = padded_view<kda::mutable_tensor_ref>(ws2, 16);
+            kda::bridge::cuda_intra_host(p, a, opt);
+            const kda::reference::result r = kda::reference::intra(p, in.intra_args(Aqk1, Akk1));
+            std::int64_t diff = 0, pad_written = 0;
+            auto compare_rows = [&](const host_tensor& padded_out, const host_tensor& padded0, const host_tensor& dense, const std::vector<std::uint8_t>& mask) {
+                const kda::tensor_ref P = kda::testing::flat(padded_out), P0 = kda::testing::flat(padded0), D = kda::testing::flat(dense);
+                const std::int64_t w = p.BT, row = p.BT + 8;
+                for (std::int64_t rr = 0; rr < dense.numel() / w; ++rr)
+                    for (std::int64_t j = 0; j < row; ++j) {
+                        const double v = kda::reference::read(P, rr * row + j);
+                        if (j >= w)
+                            pad_written += v != kda::reference::read(P0, rr * row + j);
+                        else if (mask[static_cast<std::size_t>(rr * w + j)])
+                            diff += v != kda::reference::read(D, rr * w + j);
+                        else
+                            diff += v != 7.0;
+                    }
+            };
+            compare_rows(Aqk, Aqk0, Aqk1, r.aqk_written);
+            compare_rows(Akk, Akk0, Akk1, r.akk_written);
+            INFO(diff << " entries differ from the contiguous run, " << pad_written << " pad entries written");
+            CHECK(diff == 0);
+            CHECK(pad_written == 0);
+
+            // T = 0: valid, nothing to do
+            setup z = s;
+            z.p.T = 0;
+            const auto zin = z.make();
+            host_tensor zq = zin.make_output(0), zk = zin.make_output(0);
+            host_tensor zws(dtype::fp32, {z.p.B, 0, z.p.HV, 16});
+            CHECK_NOTHROW(kda::bridge::cuda_intra_host(zin.problem, zin.intra_args(zq, zk, fuse ? nullptr : &zws), opt));
+        }
 }
 
 TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda][intra][bad-input]") {

@@ -5,6 +5,7 @@
 // are checked against the float64 reference and against the library's own calls.
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,34 @@ TEST_CASE("kda-inter-solve runs a golden case and writes the CPU result", "[cli]
     CHECK(same_bytes(res.at("Akk"), Akk));
     CHECK(res.at("Aqk").shape() == std::vector<std::int64_t>{1, 300, 2, 64});
     CHECK(res.at("Akk").type() == dtype::bf16);
+}
+
+TEST_CASE("kda-inter-solve --check: exit 1 when an error exceeds its bound, which --max-error-ratio sets", "[cli]") {
+    kio::scratch_dir dir;
+    const std::string in = std::string(KDA_FLA_DATA_DIR) + "/k80.safetensors";
+    const std::string out = (dir / "r.safetensors").string();
+    for (const char* st : {"inter-solve", "intra"}) {
+        INFO("--stage " << st);
+        // the suite's bound (1.05x the floor for bf16) and an explicit one just above it: exit 0
+        for (const std::vector<std::string>& extra : {std::vector<std::string>{"--check"}, {"--max-error-ratio", "1.01"}}) {
+            std::vector<std::string> args = {"--in", in, "--out", out, "--stage", st, "--backend", "cpu", "--threads", "2"};
+            args.insert(args.end(), extra.begin(), extra.end());
+            const auto r = kio::run_command(exe, args, dir.path());
+            INFO("stdout: " << r.out << "\nstderr: " << r.err);
+            CHECK(r.status == 0);
+            CHECK(r.err.empty());
+        }
+        // a bound below the rounding floor cannot be met: exit 1, one line per output, the result written
+        std::filesystem::remove(out);
+        const auto r = kio::run_command(exe, {"--in", in, "--out", out, "--stage", st, "--backend", "cpu", "--max-error-ratio", "0.99"}, dir.path());
+        INFO("stdout: " << r.out << "\nstderr: " << r.err);
+        CHECK(r.status == 1);
+        CHECK(kio::count_lines(r.err) == 2);
+        CHECK_THAT(r.err, Catch::Matchers::Contains("check failed: cpu  Aqk rel RMS error"));
+        CHECK_THAT(r.err, Catch::Matchers::Contains("check failed: cpu  Akk rel RMS error"));
+        CHECK(std::filesystem::exists(out));
+    }
+    expect_refused(dir, {"--in", in, "--out", out, "--max-error-ratio", "0"}, "--max-error-ratio");
 }
 
 TEST_CASE("kda-inter-solve: tf32 precision, a varlen case without chunk_indices, T = 0", "[cli]") {

@@ -1,10 +1,11 @@
 // tests/io/test_golden.cpp: the golden cases of FLA (tests/data/fla, produced by FLA's Triton
 // kernels on an H200). For each case, the CPU backend runs on the file's inputs (Aqk starts as
 // Aqk_diag, Akk as zeros) and is compared, on exactly the entries the step writes,
-//   - with the float64 reference: bf16 / fp16 within 1.05x the rounding floor, fp32 within 1e-6
-//     relative RMS (tests/support/metrics.hpp);
-//   - with FLA's outputs: relative RMS difference within FLA's own error (measured once, listed in
-//     tests/data/fla/README.md and below) plus ours.
+//   - with the float64 reference: bf16 / fp16 within 1.05x the rounding floor, fp32 within 64x
+//     (tests/support/bounds.hpp);
+//   - FLA's outputs with the same reference: FLA's own error as measured once (listed in
+//     tests/data/fla/README.md and below), which pins the data and the reference; the difference
+//     between ours and FLA's is printed.
 // Entries the step must not write keep their starting values, bit for bit.
 #include <cstdio>
 #include <string>
@@ -80,10 +81,9 @@ TEST_CASE("golden FLA cases: CPU backend against float64 and against FLA", "[gol
     CHECK(fla.akk.err == Approx(gc.fla_akk).epsilon(0.02));
     CHECK(fla.untouched_changed == 0);  // FLA, too, left the diagonal blocks of Aqk and the upper blocks of Akk alone
 
-    // ours against FLA: within FLA's own error plus ours
+    // ours against FLA, printed only: by the triangle inequality it lies within ours.err + FLA's
+    // error, both checked above, so no bound on it could fail on its own
     const double dq = diff_rel_exact(Aqk, fla_aqk, ref.Aqk, ref.aqk_written), dk = diff_rel_exact(Akk, fla_akk, ref.Akk, ref.akk_written);
-    CHECK(dq <= 1.02 * gc.fla_aqk + ours.aqk.err);
-    CHECK(dk <= 1.02 * gc.fla_akk + ours.akk.err);
 
     std::printf("golden %-10s %-4s  Aqk: ours %.3e floor %.3e (%.3fx) FLA %.3e  |  Akk: ours %.3e floor %.3e (%.3fx) FLA %.3e  |  ours vs FLA %.2e %.2e\n",
                 gc.name, std::string(kda::name(X)).c_str(), ours.aqk.err, ours.aqk.floor, ours.aqk.ratio(), fla.aqk.err, ours.akk.err, ours.akk.floor,

@@ -8,10 +8,10 @@
 //      reference::intra_diag, and FLA's producer outputs against the same reference, on the entries
 //      both write: Aqk's diagonal blocks on and below the diagonal (j <= i), Akkd's strictly lower part
 //      (not safe gate: L_ss) or lower part with the diagonal (safe gate: (I + L_ss)^-1). Ours must be
-//      within the rounding-floor tolerance, and no worse than FLA's (or within that tolerance).
+//      within the rounding-floor tolerance (tests/support/bounds.hpp); FLA's errors are printed.
 //   2. chunk_kda_intra (one call), against reference::intra (Aqk's whole causal lower triangle, Akk's
 //      lower block triangle, Akk from q, k, g, beta alone), and FLA's final Aqk and Akk against the
-//      same reference: the same two conditions. Entries outside the written masks keep their
+//      same reference: ours within the tolerance, FLA's within its measured range. Entries outside the written masks keep their
 //      starting zeros, in ours and in FLA's.
 // A table of both errors per case is printed.
 #include <algorithm>
@@ -113,8 +113,6 @@ TEST_CASE("golden FLA cases: the intra stage against float64 and against FLA", "
         CHECK(od.count > 0);
         CHECK(oq.err <= kt::full_precision_tolerance(X, oq.floor));
         CHECK(od.err <= kt::full_precision_tolerance(A, od.floor));
-        CHECK(oq.err <= std::max(fq.err, kt::full_precision_tolerance(X, oq.floor)));
-        CHECK(od.err <= std::max(fd.err, kt::full_precision_tolerance(A, od.floor)));
         // the data and the reference agree about FLA's producer: its Akkd is fp32 arithmetic (tf32
         // products in safe-gate mode: ~2.6e-5), its Aqk_diag within 1.2x X's rounding floor
         CHECK(fd.err < (p.safe_gate ? 1e-4 : 1e-6));
@@ -130,8 +128,6 @@ TEST_CASE("golden FLA cases: the intra stage against float64 and against FLA", "
         CHECK(fla.untouched_changed == 0);
         CHECK(ours.aqk.err <= kt::full_precision_tolerance(X, ours.aqk.floor));
         CHECK(ours.akk.err <= kt::full_precision_tolerance(X, ours.akk.floor));
-        CHECK(ours.aqk.err <= std::max(fla.aqk.err, kt::full_precision_tolerance(X, ours.aqk.floor)));
-        CHECK(ours.akk.err <= std::max(fla.akk.err, kt::full_precision_tolerance(X, ours.akk.floor)));
         CHECK(fla.aqk.err < 3e-3);
         CHECK(fla.akk.err < 1e-3);
 

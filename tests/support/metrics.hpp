@@ -15,6 +15,8 @@
 #include <kda/host_tensor.hpp>
 #include <kda/reference.hpp>
 
+#include "bounds.hpp"
+
 namespace kda::testing {
 
 struct error_stats {
@@ -96,38 +98,6 @@ inline double rel_rms(const host_tensor& a, const host_tensor& b, const std::vec
             n2 += v * v;
         }
     return n2 > 0 ? std::sqrt(e2 / n2) : std::sqrt(e2);
-}
-
-/// Unit roundoff of a dtype (half an ulp at 1).
-inline double unit_roundoff(dtype X) {
-    switch (X) {
-        case dtype::bf16: return std::ldexp(1.0, -8);
-        case dtype::fp16: return std::ldexp(1.0, -11);
-        case dtype::fp32: return std::ldexp(1.0, -24);
-        default: return std::ldexp(1.0, -53);
-    }
-}
-
-/// Spacing of a dtype's subnormals: the absolute rounding error of values near underflow.
-inline double subnormal_spacing(dtype X) {
-    switch (X) {
-        case dtype::bf16: return std::ldexp(1.0, -133);
-        case dtype::fp16: return std::ldexp(1.0, -24);
-        case dtype::fp32: return std::ldexp(1.0, -149);
-        default: return std::ldexp(1.0, -1074);
-    }
-}
-
-/// The floor-based tolerance of a backend that computes at full fp32 (fp64 for fp64 data):
-/// bf16 / fp16: 1.05 x the rounding floor (+ 1e-6, the fp32 compute error, for the smallest cases);
-/// fp32: 1e-6 relative; fp64: 1e-12 relative.
-inline double full_precision_tolerance(dtype X, double floor) {
-    switch (X) {
-        case dtype::bf16:
-        case dtype::fp16: return 1.05 * floor + 1e-6;
-        case dtype::fp32: return 1e-6;
-        default: return 1e-12;
-    }
 }
 
 }  // namespace kda::testing
