@@ -90,17 +90,23 @@ def describe(t: torch.Tensor | None, slot: int, fn: str) -> list[int]:
     rank = t.dim()
     if rank > 4:
         raise ValueError(f"{fn}: argument '{_SLOT_NAMES[slot]}': expected at most 4 dimensions, got {rank}")
-    pad = [0] * (4 - rank)
+    pad = _PAD[4 - rank]
     return [t.data_ptr(), code, rank, *t.shape, *pad, *t.stride(), *pad]
+
+
+_EMPTY_SLOTS = array.array("q", _ABSENT * SLOTS)
+_PAD = [[0] * n for n in range(5)]
 
 
 def run(header: list[int], tensors: dict[int, torch.Tensor | None], scale: float, lower_bound: float = -5.0,
         fn: str = "kda") -> None:
     """Runs one call; raises ValueError / RuntimeError with kda's message on failure."""
-    words = list(header)
-    for s in range(SLOTS):
-        words += describe(tensors.get(s), s, fn)
-    buf = array.array("q", words)
+    buf = array.array("q", header)
+    buf.extend(_EMPTY_SLOTS)
+    for s, t in tensors.items():
+        if t is not None:
+            at = HEADER + s * TENSOR
+            buf[at:at + TENSOR] = array.array("q", describe(t, s, fn))
     err = ctypes.create_string_buffer(1024)
     code = _run(buf.buffer_info()[0], WORDS, scale, lower_bound, ctypes.addressof(err), 1024)
     if code == OK:

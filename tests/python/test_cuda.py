@@ -156,3 +156,21 @@ def test_refusals_on_cuda():
         kda.chunk_kda_intra(x["q"], x["k"], x["g"].double(), x["beta"])
     with pytest.raises(ValueError, match="fp64"):
         kda.chunk_kda_intra(x["q"].double(), x["k"].double(), x["g"].double(), x["beta"].double())
+
+
+@pytest.mark.parametrize("precision", ["tf32", "fp32"])
+def test_sequence_split_at_a_chunk_boundary(precision):
+    # context parallelism hands each rank a part of a sequence (split at chunk boundaries): the parts,
+    # and one varlen call with chunk_indices given, give the bits of one call over the whole sequence
+    T, cut = 5 * 64 + 17, 3 * 64
+    x = make_inputs(B=1, T=T, H=2, HV=4, K=128, device="cuda")
+    whole = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], precision=precision)
+    parts = [kda.chunk_kda_intra(x["q"][:, a:b], x["k"][:, a:b], x["g"][:, a:b], x["beta"][:, a:b], precision=precision)
+             for a, b in ((0, cut), (cut, T))]
+    cu = torch.tensor([0, cut, T])
+    ci = torch.tensor([[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]])
+    varlen = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], precision=precision, cu_seqlens=cu.cuda(),
+                                 chunk_indices=ci.cuda(), cu_seqlens_cpu=cu, chunk_indices_cpu=ci)
+    for i in range(2):
+        assert torch.equal(torch.cat([parts[0][i], parts[1][i]], dim=1), whole[i])
+        assert torch.equal(varlen[i], whole[i])

@@ -133,3 +133,20 @@ def test_chunk_local_cumsum(dtype, activation):
     # activation's few ulps); fp64: the same with u_fp64
     u = reference.UNIT_ROUNDOFF[acc]
     assert err <= 64 * u, f"cumsum relative RMS error {err:.3e} > {64 * u:.3e} (floor {floor:.3e})"
+
+
+@pytest.mark.parametrize("BT", [64, 32])
+def test_sequence_split_at_a_chunk_boundary(BT):
+    # what context parallelism does: each part of a sequence is handed over on its own (split at a
+    # chunk boundary); the intra stage is chunk-local, so the parts give the same bits as one call,
+    # as does one varlen call whose offsets start the second part mid-sequence
+    T, cut = 5 * BT + 17, 3 * BT
+    x = make_inputs(B=1, T=T, H=2, HV=4, K=32, dtype=torch.bfloat16, BT=BT)
+    whole = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], chunk_size=BT)
+    parts = [kda.chunk_kda_intra(x["q"][:, a:b], x["k"][:, a:b], x["g"][:, a:b], x["beta"][:, a:b], chunk_size=BT)
+             for a, b in ((0, cut), (cut, T))]
+    cu = torch.tensor([0, cut, T])
+    varlen = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], chunk_size=BT, cu_seqlens=cu)
+    for i in range(2):
+        assert torch.equal(torch.cat([parts[0][i], parts[1][i]], dim=1), whole[i])
+        assert torch.equal(varlen[i], whole[i])
