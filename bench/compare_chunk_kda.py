@@ -17,28 +17,13 @@ import torch
 
 import kda
 import kda.fla
+from compare_fla import time_it  # L2 flush, CUDA events, median
 
 SHAPES = [  # name, B, T, H, K
     ("B8 T4096 H32", 8, 4096, 32, 128),
     ("B1 T8192 H96", 1, 8192, 96, 128),
     ("B8 T4096 H32 K64", 8, 4096, 32, 64),
 ]
-
-
-def time_it(fn, flush, reps):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        flush.zero_()
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1))
-    ts.sort()
-    return ts[len(ts) // 2]
 
 
 def inputs(B, T, H, K, safe, seed=0):
@@ -80,8 +65,8 @@ def main():
                     out, _ = chunk_kda(q, k, v, g, beta, **kw)
                     res[backend + "_calls"] = kda.fla.stats()["calls"]
                     res[backend + "_out"] = out.float()
-                    res[backend] = time_it(lambda: chunk_kda(q, k, v, g, beta, **kw), flush, a.reps)
-                    res[backend + "_intra"] = time_it(lambda: chunk_kda_fwd_intra(q, k, v, **ikw), flush, a.reps)
+                    res[backend] = time_it(lambda: chunk_kda(q, k, v, g, beta, **kw), flush, a.reps, False)
+                    res[backend + "_intra"] = time_it(lambda: chunk_kda_fwd_intra(q, k, v, **ikw), flush, a.reps, False)
                 diff = float((res["kda_out"] - res["fla_out"]).norm() / res["fla_out"].norm())
                 row = dict(shape=name, mode="safe" if safe else "not safe", fla_ms=res["fla"], kda_ms=res["kda"],
                            intra_fla_ms=res["fla_intra"], intra_kda_ms=res["kda_intra"], rel_diff=diff,
