@@ -95,6 +95,7 @@ def describe(t: torch.Tensor | None, slot: int, fn: str) -> list[int]:
 
 
 _EMPTY_SLOTS = array.array("q", _ABSENT * SLOTS)
+_HOST_SLOTS = (T_CU_SEQLENS_HOST, T_CHUNK_INDICES_HOST)
 _PAD = [[0] * n for n in range(5)]
 
 
@@ -103,10 +104,17 @@ def run(header: list[int], tensors: dict[int, torch.Tensor | None], scale: float
     """Runs one call; raises ValueError / RuntimeError with kda's message on failure."""
     buf = array.array("q", header)
     buf.extend(_EMPTY_SLOTS)
+    on_cpu = header[H_DEVICE] == DEVICE_CPU
     for s, t in tensors.items():
-        if t is not None:
-            at = HEADER + s * TENSOR
-            buf[at:at + TENSOR] = array.array("q", describe(t, s, fn))
+        if t is None:
+            continue
+        # what kda cannot see: where a pointer lives. The CPU backend and the host copies of the
+        # index tensors are read on the host (the CUDA backend checks its own pointers).
+        if (on_cpu or s in _HOST_SLOTS) and t.device.type != "cpu":
+            raise ValueError(f"{fn}: argument '{_SLOT_NAMES[s]}': expected a CPU tensor"
+                             f"{' like the other inputs' if on_cpu else ''}, got one on {t.device}")
+        at = HEADER + s * TENSOR
+        buf[at:at + TENSOR] = array.array("q", describe(t, s, fn))
     err = ctypes.create_string_buffer(1024)
     code = _run(buf.buffer_info()[0], WORDS, scale, lower_bound, ctypes.addressof(err), 1024)
     if code == OK:

@@ -1,7 +1,8 @@
 """kda's torch operators (namespace `kda`) on top of libkda_c, and the Python functions that call
 them. The operators are defined with torch.library's schema API (define, impl per device,
-register_fake): a call costs about half of what a torch.library.custom_op wrapper adds (see
-docs/PYTORCH.md, "Binding").
+register_fake), which costs less per call than a torch.library.custom_op wrapper (docs/PYTORCH.md,
+"Binding"). They are not differentiable: the Autograd key falls through, so their outputs never
+require grad (FLA's chunk_kda backward has its own kernels and reads the saved Aqk / Akk).
 
 CPU tensors run kda's CPU backend (Eigen, torch.get_num_threads() workers); CUDA tensors run the
 CUDA backend on the current stream of their device, with no host synchronisation (see _lib.host_copy
@@ -11,7 +12,9 @@ implementation, so torch.compile traces it without a graph break.
 
 from __future__ import annotations
 
+import contextlib
 import math
+
 import torch
 
 from . import _lib
@@ -26,19 +29,27 @@ def _define(schema: str, impl, fake) -> None:
     _library.define(schema)
     for key in ("CPU", "CUDA"):
         _library.impl(name, impl, key)
+    _library.impl(name, torch.library.fallthrough_kernel, "Autograd")
     torch.library.register_fake(f"kda::{name}", fake, lib=_library)
+
+
 _ACTIVATIONS = {None: 0, "none": 0, "kda": 1, "kda_lower_bound": 2}
 
 
-def _backend_words(x: torch.Tensor, fn: str) -> tuple[int, int, int]:
+def _backend_words(x: torch.Tensor, fn: str, name: str = "q") -> tuple[int, int, int]:
     """(device code, stream, threads) for tensors on x's device."""
     if x.device.type == "cpu":
         return _lib.DEVICE_CPU, 0, torch.get_num_threads()
     if x.device.type == "cuda":
-        if torch.cuda.current_device() != x.device.index:
-            torch.cuda.set_device(x.device)
         return _lib.DEVICE_CUDA, torch.cuda.current_stream(x.device).cuda_stream, 0
-    raise ValueError(f"{fn}: argument 'q': expected a CPU or CUDA tensor, got device {x.device}")
+    raise ValueError(f"{fn}: argument '{name}': expected a CPU or CUDA tensor, got device {x.device}")
+
+
+def _device_of(x: torch.Tensor):
+    """A guard making x's CUDA device current for the call (kda checks pointers against it)."""
+    if x.device.type == "cuda" and torch.cuda.current_device() != x.device.index:
+        return torch.cuda.device(x.device)
+    return contextlib.nullcontext()
 
 
 def _header(op: int, q: torch.Tensor, k: torch.Tensor, HV: int, chunk_size: int, safe_gate: bool, tf32: bool, fn: str,
@@ -93,7 +104,8 @@ def _chunk_kda_intra_impl(q, k, g, beta, scale, chunk_size, safe_gate, tf32, cu_
     Akk = torch.zeros(shape, dtype=q.dtype, device=q.device)
     tensors = {_lib.T_Q: q, _lib.T_K: k, _lib.T_G: g, _lib.T_BETA: beta, _lib.T_AQK: Aqk, _lib.T_AKK: Akk}
     tensors.update(_index_slots(cu_seqlens, chunk_indices, cu_seqlens_cpu, chunk_indices_cpu))
-    _lib.run(_header(_lib.OP_INTRA, q, k, shape[2], chunk_size, safe_gate, tf32, fn), tensors, scale, fn=fn)
+    with _device_of(q):
+        _lib.run(_header(_lib.OP_INTRA, q, k, shape[2], chunk_size, safe_gate, tf32, fn), tensors, scale, fn=fn)
     return Aqk, Akk
 
 
@@ -145,7 +157,8 @@ def _inter_solve_impl(q, k, g, beta, Akkd, Aqk, scale, chunk_size, safe_gate, tf
     tensors = {_lib.T_Q: q, _lib.T_K: k, _lib.T_G: g, _lib.T_BETA: beta, _lib.T_AKKD: Akkd, _lib.T_AQK: Aqk,
                _lib.T_AKK: Akk}
     tensors.update(_index_slots(cu_seqlens, chunk_indices, cu_seqlens_cpu, chunk_indices_cpu))
-    _lib.run(_header(_lib.OP_INTER_SOLVE, q, k, shape[2], chunk_size, safe_gate, tf32, fn), tensors, scale, fn=fn)
+    with _device_of(q):
+        _lib.run(_header(_lib.OP_INTER_SOLVE, q, k, shape[2], chunk_size, safe_gate, tf32, fn), tensors, scale, fn=fn)
     return Akk
 
 
@@ -185,7 +198,7 @@ def _chunk_local_cumsum_impl(g, chunk_size, scale, activation, A_log, dt_bias, l
                              cu_seqlens_cpu):
     fn = "kda.chunk_local_cumsum"
     out = torch.empty(g.shape, dtype=torch.float64 if g.dtype == torch.float64 else torch.float32, device=g.device)
-    device, stream, threads = _backend_words(g, fn)
+    device, stream, threads = _backend_words(g, fn, "g")
     h = [0] * _lib.HEADER
     B, T, HV, K = (list(g.shape) if g.dim() == 4 else [0, 0, 0, 0])
     h[_lib.H_OP], h[_lib.H_DEVICE], h[_lib.H_STREAM], h[_lib.H_THREADS] = _lib.OP_CUMSUM, device, stream, threads
@@ -193,7 +206,8 @@ def _chunk_local_cumsum_impl(g, chunk_size, scale, activation, A_log, dt_bias, l
     h[_lib.H_BT], h[_lib.H_ACTIVATION] = chunk_size, activation
     tensors = {_lib.T_G: g, _lib.T_A_LOG: A_log, _lib.T_DT_BIAS: dt_bias, _lib.T_G_OUT: out,
                _lib.T_CU_SEQLENS: cu_seqlens, _lib.T_CU_SEQLENS_HOST: _lib.host_copy(cu_seqlens, cu_seqlens_cpu)}
-    _lib.run(h, tensors, scale, lower_bound, fn=fn)
+    with _device_of(g):
+        _lib.run(h, tensors, scale, lower_bound, fn=fn)
     return out
 
 

@@ -174,3 +174,13 @@ def test_sequence_split_at_a_chunk_boundary(precision):
     for i in range(2):
         assert torch.equal(torch.cat([parts[0][i], parts[1][i]], dim=1), whole[i])
         assert torch.equal(varlen[i], whole[i])
+
+
+def test_mixed_devices_are_refused():
+    x = make_inputs(T=70, H=2, K=16, device="cuda")
+    with pytest.raises(ValueError, match="argument 'cu_seqlens_cpu'"):
+        kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], cu_seqlens=torch.tensor([0, 70]).cuda(),
+                            cu_seqlens_cpu=torch.tensor([0, 70]).cuda())
+    with pytest.raises(ValueError, match="argument 'g'"):
+        # q on the host, g on the device: the dispatcher picks the CUDA kernel, kda refuses g's memory
+        kda.chunk_kda_intra(x["q"].cpu(), x["k"].cpu(), x["g"], x["beta"].cpu())

@@ -88,3 +88,11 @@ def test_unsupported_device():
     # the meta device has no kda backend: the fake implementation gives shapes only
     Aqk, Akk = kda.chunk_kda_intra(meta["q"], meta["k"], meta["g"], meta["beta"])
     assert Aqk.device.type == "meta" and Aqk.shape == (1, 70, 2, 64)
+
+
+def test_not_differentiable():
+    # no backward: the outputs do not require grad even when the inputs do
+    x = _x()
+    q = x["q"].clone().requires_grad_()
+    Aqk, Akk = kda.chunk_kda_intra(q, x["k"], x["g"], x["beta"])
+    assert not Aqk.requires_grad and not Akk.requires_grad
