@@ -42,3 +42,19 @@ foreach(part IN LISTS kda_cuda_parts)
   add_test(NAME cuda.${name} COMMAND kda_test_cuda "[cuda]${spec}" ${kda_catch_strict})
   set_tests_properties(cuda.${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
 endforeach()
+
+# The kda-inter-solve command's CUDA path (--backend both --check) on golden cases, both stages and
+# both precisions: exit 1 when an error passes the suite's bound; 77 (skipped) without a device.
+if(KDA_BUILD_EXAMPLES)  # kda-inter-solve (examples/ is added after tests/)
+  foreach(case basic_tail varlen safe_gate fp16 bt32)
+    foreach(stage inter-solve intra)
+      foreach(precision tf32 fp32)
+        add_test(NAME cuda.cli.${case}.${stage}.${precision}
+                 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cuda/cli_check.sh $<TARGET_FILE:kda_test_cuda>
+                         $<TARGET_FILE:kda-inter-solve> ${CMAKE_CURRENT_LIST_DIR}/data/fla/${case}.safetensors
+                         ${stage} ${precision} ${CMAKE_CURRENT_BINARY_DIR}/cli_out)
+        set_tests_properties(cuda.cli.${case}.${stage}.${precision} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
+      endforeach()
+    endforeach()
+  endforeach()
+endif()
