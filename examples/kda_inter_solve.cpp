@@ -115,11 +115,14 @@ bool cuda_built() {
 #endif
 }
 
-bool cuda_present() {
+/// The number of CUDA devices (0 without a device or without CUDA in this build); -1 for an error
+/// of the CUDA runtime (a broken or mismatched driver), described in `error`.
+int cuda_devices(std::string& error) {
 #if KDA_WITH_CUDA_BRIDGE
-    return kda::bridge::cuda_device_present();
+    return kda::bridge::cuda_device_count(error);
 #else
-    return false;
+    (void)error;
+    return 0;
 #endif
 }
 
@@ -396,10 +399,17 @@ int main(int argc, char** argv) {
     if (ratio_opt->count() > 0) check = true;
     if (check) bound = error_bound{ratio_opt->count() > 0 ? std::optional<double>(max_error_ratio) : std::nullopt};
     try {
-        if (backend.empty()) backend = cuda_present() ? "cuda" : "cpu";
+        std::string cuda_error;
+        const int devices = cuda_devices(cuda_error);
+        if (backend.empty()) {
+            // the default: the GPU where one works; a broken driver is reported, not taken for "no GPU"
+            if (devices < 0) std::cerr << "kda-inter-solve: CUDA runtime error (" << cuda_error << "): running on the CPU\n";
+            backend = devices > 0 ? "cuda" : "cpu";
+        }
         if (backend != "cpu") {
             KDA_CHECK(cuda_built(), "--backend " << backend << ": this kda-inter-solve was built without CUDA (use --backend cpu)");
-            KDA_CHECK(cuda_present(), "--backend " << backend << ": no CUDA device is present (use --backend cpu)");
+            KDA_CHECK(devices >= 0, "--backend " << backend << ": the CUDA runtime failed to count devices: " << cuda_error);
+            KDA_CHECK(devices > 0, "--backend " << backend << ": no CUDA device is present (use --backend cpu)");
         }
         KDA_CHECK(lb_opt->count() == 0 || gate == "kda-lower-bound", "--lower-bound applies to --gate kda-lower-bound only (the gate is " << gate << ")");
         KDA_CHECK(lower_bound < 0 && std::isfinite(lower_bound), "--lower-bound: expected a finite negative number, got " << lower_bound);

@@ -6,7 +6,7 @@ if(NOT TARGET kda_cuda_bridge)
 endif()
 
 add_library(kda_cuda_probe STATIC cuda/probe.cu)
-target_link_libraries(kda_cuda_probe PUBLIC kda::core PRIVATE kda::cuda)
+target_link_libraries(kda_cuda_probe PUBLIC kda::core PRIVATE kda::cuda kda_cuda_bridge)
 target_compile_options(kda_cuda_probe PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
 
 set(kda_cuda_test_sources cuda/main.cpp cuda/test_conformance.cpp cuda/test_cuda.cpp cuda/test_intra.cpp)

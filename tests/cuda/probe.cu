@@ -3,10 +3,10 @@
 
 #include <cuda_runtime.h>
 
-#include <filesystem>
 #include <functional>
 #include <vector>
 
+#include <cuda_bridge.hpp>
 #include <kda/cuda/inter_solve.cuh>
 #include <kda/cuda/intra.cuh>
 
@@ -76,16 +76,22 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace
 
-int device_count(std::string& error) {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaSuccess) return n;
-    (void)cudaGetLastError();
-    // without libcuda the runtime reports an insufficient driver: no device, unless the kernel
-    // driver is loaded (then the user-space driver is too old or broken: an error)
-    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !std::filesystem::exists("/proc/driver/nvidia/version"))) return 0;
-    error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-    return -1;
+int device_count(std::string& error) { return kda::bridge::cuda_device_count(error); }
+
+bool device_has_tensor_copies() { return kda::cuda::device_supports_tma(); }
+
+bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_args& h, bool intra) {
+    KDA_CHECK(h.q.type == dtype::bf16 && p.BT == 64, "probe::stages_with_tensor_copies: bf16 data and BT = 64 only");
+    device_copies dc;
+    const inter_solve_args d = dc.all(h);
+    const cuda_backend be{.stream = dc.stream};
+    using cfg = tile_config<64, 16, 64>;
+    kda::cuda::kernel_params<bf16_t> kp;
+    if (intra)
+        kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, true, precision::tf32>>(kp, be, d, true);
+    else
+        kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, false, precision::tf32>>(kp, be, d, false);
+    return kp.tma;
 }
 
 std::string run_with_host_tensor(const inter_solve_problem& p, const inter_solve_args& h, const std::string& keep_on_host) {

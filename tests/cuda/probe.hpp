@@ -16,6 +16,14 @@ namespace kda::testing::probe {
 /// text in `error` (a driver older than the runtime, a driver/library mismatch, ...).
 int device_count(std::string& error);
 
+/// Whether the device has the tensor copy engine (compute capability 9.0 or later).
+bool device_has_tensor_copies();
+
+/// Which staging the kernel of this call would use, decided as its launch decides it
+/// (kda::cuda::make_tma_maps on device copies of `host_args`): true, the tensor copy engine;
+/// false, per-thread copies. bf16 data and BT = 64; `intra` picks the fused intra kernel.
+bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_args& host_args, bool intra);
+
 /// Runs kda::inter_solve(kda::cuda_backend{stream}, ...) on device copies of `host_args`, except
 /// that the tensor named `keep_on_host` ("q", "k", "g", "beta", "Akkd", "Aqk", "Akk", "cu_seqlens",
 /// "chunk_indices") is passed as its host pointer. Returns kda::error's message, "" if none.

@@ -176,6 +176,30 @@ TEST_CASE("cuda: the tensor copy engine and per-thread copies give the same bits
     CHECK(compared > 0);
 }
 
+TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread copies otherwise, the same bits", "[cuda][tma]") {
+    // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one; K = 37 rows are
+    // 74 bytes, which no tensor map can describe: per-thread copies, in both kernels. The
+    // inter-solve step's bits equal those of use_tma = false either way ([intra][tma]: the fused
+    // kernel's).
+    const bool engine = kda::testing::probe::device_has_tensor_copies();
+    for (std::int64_t K : {128, 37}) {
+        setup s;
+        s.p = make_problem(1, 200, 2, 2, K, 64, false, precision::tf32);
+        s.seed = 5;
+        const auto in = s.make();
+        host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
+        INFO(s.describe());
+        for (bool intra : {false, true}) CHECK(kda::testing::probe::stages_with_tensor_copies(in.problem, in.args(q1, k1), intra) == (engine && K == 128));
+        host_tensor q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
+        kda::bridge::cuda_options without;
+        without.use_tma = false;
+        kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
+        kda::bridge::cuda_inter_solve_host(in.problem, in.args(q2, k2), without);
+        CHECK(same_bytes(q1, q2));
+        CHECK(same_bytes(k1, k2));
+    }
+}
+
 TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the element-wise path", "[cuda][align]") {
     // shift 1: every tensor one element off 16 bytes (element-wise loads and stores); shift 2: the
     // outputs still take two-element stores but not 16-byte ones

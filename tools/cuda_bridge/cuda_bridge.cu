@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <filesystem>
+#include <string>
+#include <system_error>
+
 #include <cstdint>
 #include <vector>
 
@@ -95,14 +99,25 @@ private:
 
 }  // namespace
 
-bool cuda_device_present() noexcept {
+int cuda_device_count(std::string& error) noexcept {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
+    if (e == cudaSuccess) return n;
+    (void)cudaGetLastError();
+    // without libcuda the runtime reports an insufficient driver: no device, unless the kernel
+    // driver is loaded (then the user-space driver is too old or broken: an error)
+    std::error_code ec;
+    if (e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && !std::filesystem::exists("/proc/driver/nvidia/version", ec))) return 0;
+    try {
+        error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    } catch (...) {
     }
-    return n > 0;
+    return -1;
+}
+
+bool cuda_device_present() noexcept {
+    std::string error;
+    return cuda_device_count(error) > 0;
 }
 
 namespace {

@@ -9,12 +9,20 @@
 // never does.
 #pragma once
 
+#include <string>
+
 #include <kda/args.hpp>
 #include <kda/intra.hpp>
 
 namespace kda::bridge {
 
-/// Whether a CUDA device and a working driver are present. Never throws.
+/// What the CUDA runtime says about devices: their number (>= 1); 0 when there is none
+/// (cudaErrorNoDevice, or cudaErrorInsufficientDriver on a machine without the NVIDIA kernel
+/// driver, /proc/driver/nvidia/version); -1 for any other error, with the runtime's name and text
+/// in `error` (a driver older than the runtime, a driver/library mismatch, ...). Never throws.
+int cuda_device_count(std::string& error) noexcept;
+
+/// Whether a CUDA device and a working driver are present (cuda_device_count > 0). Never throws.
 bool cuda_device_present() noexcept;
 
 /// The cuda_backend options a bridge call runs with (see kda/cuda/backend.hpp).
