@@ -1,10 +1,10 @@
 # Core unit tests and the CPU backend's conformance suite.
 add_executable(kda_test_core test_core.cpp)
-target_link_libraries(kda_test_core PRIVATE kda::kda kda_catch_main kda_program_flags)
+target_link_libraries(kda_test_core PRIVATE kda::kda kda::reference kda_catch_main kda_program_flags)
 add_test(NAME core COMMAND kda_test_core ${kda_catch_strict})
 
 add_executable(kda_test_cpu test_cpu.cpp)
-target_link_libraries(kda_test_cpu PRIVATE kda::kda kda_catch_main kda_program_flags)
+target_link_libraries(kda_test_cpu PRIVATE kda::kda kda::reference kda_catch_main kda_program_flags)
 # one ctest entry per part of the suite, so ctest -j runs them side by side
 foreach(part "[grid][bf16]" "[grid][fp16]" "[grid][fp32]" "[grid][fp64]" "[varlen]" "[properties]" "[bad-input]" "[policy]" "[threads]")
   string(REGEX REPLACE "[][]+" "." name "cpu${part}")
@@ -14,7 +14,7 @@ endforeach()
 
 # The intra stage (kda/intra.hpp) on the CPU: chunk_kda_intra, chunk_kda_intra_diag, chunk_local_cumsum.
 add_executable(kda_test_intra_cpu test_intra_cpu.cpp)
-target_link_libraries(kda_test_intra_cpu PRIVATE kda::kda kda_catch_main kda_program_flags)
+target_link_libraries(kda_test_intra_cpu PRIVATE kda::kda kda::reference kda_catch_main kda_program_flags)
 foreach(part full diag strong-decay cumsum bad-input)
   add_test(NAME cpu.intra.${part} COMMAND kda_test_intra_cpu "[cpu][intra][${part}]" ${kda_catch_strict})
 endforeach()

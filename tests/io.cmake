@@ -1,10 +1,12 @@
 # safetensors I/O, the case loader, the golden FLA cases ([golden]), hostile input, and the
 # kda-inter-solve command. Data: tests/data/fla (README.md there gives its provenance).
-find_package(nlohmann_json 3 REQUIRED)
+if(NOT TARGET kda::io)
+  message(FATAL_ERROR "kda's I/O tests need nlohmann_json (kda::io): install nlohmann-json3-dev")
+endif()
 set(KDA_FLA_DATA_DIR ${CMAKE_CURRENT_LIST_DIR}/data/fla)
 
 add_executable(kda_test_io io/test_safetensors.cpp io/test_case.cpp io/test_golden.cpp)
-target_link_libraries(kda_test_io PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+target_link_libraries(kda_test_io PRIVATE kda_catch_main kda::kda kda::reference kda::io kda_program_flags)
 target_include_directories(kda_test_io PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(kda_test_io PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
 add_test(NAME io.safetensors COMMAND kda_test_io "[safetensors]" ${kda_catch_strict})
@@ -14,7 +16,7 @@ add_test(NAME io.golden COMMAND kda_test_io "[golden]" ${kda_catch_strict})
 # The intra stage (kda/intra.hpp) on the golden FLA cases: producer and one-call path against
 # float64 and against FLA's own outputs.
 add_executable(kda_test_intra_golden io/test_intra_golden.cpp)
-target_link_libraries(kda_test_intra_golden PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+target_link_libraries(kda_test_intra_golden PRIVATE kda_catch_main kda::kda kda::reference kda::io kda_program_flags)
 target_include_directories(kda_test_intra_golden PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(kda_test_intra_golden PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}")
 add_test(NAME io.intra_golden COMMAND kda_test_intra_golden "[intra-golden]" ${kda_catch_strict})
@@ -22,7 +24,7 @@ add_test(NAME io.intra_golden COMMAND kda_test_intra_golden "[intra-golden]" ${k
 # The command, driven as a user would: exit status, one-line errors, no output file on failure.
 if(KDA_BUILD_EXAMPLES)
   add_executable(kda_test_cli io/test_cli.cpp)
-  target_link_libraries(kda_test_cli PRIVATE kda_catch_main kda::kda nlohmann_json::nlohmann_json kda_program_flags)
+  target_link_libraries(kda_test_cli PRIVATE kda_catch_main kda::kda kda::reference kda::io kda_program_flags)
   target_include_directories(kda_test_cli PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   target_compile_definitions(kda_test_cli PRIVATE KDA_FLA_DATA_DIR="${KDA_FLA_DATA_DIR}"
                              KDA_INTER_SOLVE_EXE="$<TARGET_FILE:kda-inter-solve>"
@@ -42,7 +44,7 @@ if(KDA_FUZZ)
     message(FATAL_ERROR "KDA_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
   endif()
   add_executable(kda_fuzz_safetensors fuzz/fuzz_safetensors.cpp)
-  target_link_libraries(kda_fuzz_safetensors PRIVATE kda::kda nlohmann_json::nlohmann_json)
+  target_link_libraries(kda_fuzz_safetensors PRIVATE kda::kda kda::reference kda::io)
   target_compile_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
   target_link_options(kda_fuzz_safetensors PRIVATE -fsanitize=fuzzer,address,undefined)
   # regression: every seed once (no mutation)
