@@ -2,6 +2,7 @@
 //
 // Cases are named by their parameters:
 //   inter_solve/cpu/X:bf16/B:1/T:4096/H:16/HV:16/K:128/BT:64/safe_gate:0/threads:2
+//   intra/cpu/X:bf16/B:1/T:4096/H:16/HV:16/K:128/BT:64/safe_gate:0/threads:2   (chunk_kda_intra)
 //   machine/sgemm_eigen/n:1024/threads:2      compute ceiling: Eigen SGEMM, one per thread
 //   machine/memcpy/MiB:128/threads:2          memory ceiling: memcpy, one buffer pair per thread
 //
@@ -19,6 +20,14 @@
 //   sgemm_GFLOPs, copy_GBs   the two ceilings, measured in this process before the case runs.
 // The copy rate counts the bytes read plus the bytes written (2 bytes per byte copied), as the
 // step's traffic does.
+//
+// Counters of an intra case (kda::chunk_kda_intra: the diagonal-block producer, then the step):
+//   step_ms           the inter-solve step alone on the same problem and thread count, median of
+//                     5 calls timed in this process just before the case runs
+//   vs_step           the whole stage's time per call / step_ms (the stage's target is <= 1.5)
+//   bytes_per_second  the stage's unique traffic: q, k (X), g (fp32 / fp64), beta (X) read; the
+//                     whole causal Aqk lower block triangle and Akk's written (X). The Akkd
+//                     workspace between the two parts is not counted.
 //
 //   bench_cpu [--threads=1,2] [Google Benchmark flags, e.g. --benchmark_filter=bf16]
 #include <benchmark/benchmark.h>
@@ -145,20 +154,23 @@ struct work {
 };
 
 /// Unique traffic and counted flops of one call, chunk by chunk (short last chunks included).
-work step_work(const shape& s) {
+/// intra: the whole stage's traffic (no Akkd read; Aqk's diagonal blocks written too).
+work step_work(const shape& s, bool intra = false) {
     const double x = static_cast<double>(kda::size_of(s.X));
     const double acc = static_cast<double>(kda::size_of(kda::acc_dtype(s.X)));
     const std::int64_t BC = 16;
     work w;
     const double tokens = static_cast<double>(s.B * s.T);
-    w.bytes = tokens * (2.0 * s.H * s.K * x + s.HV * (s.K * acc + x + BC * acc));  // q, k; g, beta, Akkd
+    w.bytes = tokens * (2.0 * s.H * s.K * x + s.HV * (s.K * acc + x + (intra ? 0 : BC * acc)));  // q, k; g, beta, Akkd
     for (std::int64_t c0 = 0; c0 < s.T; c0 += s.BT) {
         const std::int64_t n = std::min<std::int64_t>(s.BT, s.T - c0);
         const std::int64_t NS = (n + BC - 1) / BC;  // sub-chunks with rows
         double written = 0;  // Aqk + Akk entries of one value head
         for (std::int64_t i = 0; i < n; ++i) {
             const std::int64_t si = i / BC;
-            written += static_cast<double>(si * BC + std::min((si + 1) * BC, n));
+            const std::int64_t lower = std::min((si + 1) * BC, n);  // Akk's lower block triangle
+            const std::int64_t aqk = intra ? lower : si * BC;         // Aqk: with or without the diagonal block
+            written += static_cast<double>(aqk + lower);
         }
         double merge = 0;
         for (std::int64_t d = 1; d < NS; ++d) merge += static_cast<double>((NS - d) * (d + 1));
@@ -189,6 +201,19 @@ problem_data& data_for(const shape& s) {
 
 // ---------------------------------------------------------------- cases
 
+/// One warm-up call (pages in the outputs), then the timed calls; returns their seconds.
+template <class Call>
+double timed_loop(benchmark::State& state, const Call& call) {
+    call();
+    double seconds = 0;
+    for (auto _ : state) {
+        const auto t0 = clock_type::now();
+        call();
+        seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+    }
+    return seconds;
+}
+
 void bm_inter_solve(benchmark::State& state, shape s, int threads) {
     problem_data& d = data_for(s);
     const kda::inter_solve_args args = d.in.args(d.Aqk, d.Akk);
@@ -196,13 +221,7 @@ void bm_inter_solve(benchmark::State& state, shape s, int threads) {
     const ceilings& roof = machine(threads);
     const work w = step_work(s);
 
-    kda::inter_solve(be, d.in.problem, args);  // warm-up: page in the outputs
-    double seconds = 0;
-    for (auto _ : state) {
-        const auto t0 = clock_type::now();
-        kda::inter_solve(be, d.in.problem, args);
-        seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
-    }
+    const double seconds = timed_loop(state, [&] { kda::inter_solve(be, d.in.problem, args); });
     const double iters = static_cast<double>(state.iterations());
     const double ai = w.flops / w.bytes;
     const double achieved = w.flops * iters / seconds;
@@ -212,6 +231,31 @@ void bm_inter_solve(benchmark::State& state, shape s, int threads) {
     state.counters["roofline"] = achieved / std::min(roof.flops, ai * roof.bytes);
     state.counters["sgemm_GFLOPs"] = roof.flops * 1e-9;
     state.counters["copy_GBs"] = roof.bytes * 1e-9;
+}
+
+/// The whole intra stage, next to the step alone on the same problem.
+void bm_intra(benchmark::State& state, shape s, int threads) {
+    problem_data& d = data_for(s);
+    const kda::cpu_backend be{threads};
+    const work w = step_work(s, true);
+    kda::host_tensor workspace(kda::acc_dtype(s.X), {s.B, s.T, s.HV, 16});
+    const kda::intra_args args = d.in.intra_args(d.Aqk, d.Akk, &workspace);
+
+    const kda::inter_solve_args step_args = d.in.args(d.Aqk, d.Akk);
+    std::vector<double> step_ms;
+    for (int rep = 0; rep < 6; ++rep) {  // the first call warms up
+        const auto t0 = clock_type::now();
+        kda::inter_solve(be, d.in.problem, step_args);
+        step_ms.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+    }
+    std::sort(step_ms.begin() + 1, step_ms.end());
+    const double step_median = step_ms[3];
+
+    const double seconds = timed_loop(state, [&] { kda::chunk_kda_intra(be, d.in.problem, args); });
+    const double iters = static_cast<double>(state.iterations());
+    state.SetBytesProcessed(static_cast<std::int64_t>(w.bytes * iters));
+    state.counters["step_ms"] = step_median;
+    state.counters["vs_step"] = seconds * 1e3 / iters / step_median;
 }
 
 void bm_sgemm(benchmark::State& state, int threads) {
@@ -250,13 +294,16 @@ int main(int argc, char** argv) {
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
 
-    shape bf16{};
-    shape bf16_safe = bf16;
-    bf16_safe.safe_gate = true;
-    shape fp32 = bf16;
-    fp32.X = kda::dtype::fp32;
-    shape k64 = bf16;
-    k64.K = 64;
+    // the step: bf16 and fp32, K 128 and 64, not safe and safe; the whole stage: K 128
+    std::vector<shape> steps, stages;
+    for (kda::dtype x : {kda::dtype::bf16, kda::dtype::fp32})
+        for (std::int64_t K : {128, 64})
+            for (bool safe : {false, true}) {
+                shape s;
+                s.X = x, s.K = K, s.safe_gate = safe;
+                steps.push_back(s);
+                if (K == 128) stages.push_back(s);
+            }
     for (int t : thread_counts) {
         const std::string suffix = "/threads:" + std::to_string(t);
         benchmark::RegisterBenchmark(("machine/sgemm_eigen/n:" + std::to_string(sgemm_n) + suffix).c_str(), bm_sgemm, t)
@@ -265,8 +312,12 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(("machine/memcpy/MiB:" + std::to_string(copy_mib) + suffix).c_str(), bm_copy, t)
             ->Iterations(1)
             ->Unit(benchmark::kMillisecond);
-        for (const shape& s : {bf16, bf16_safe, fp32, k64})
+        for (const shape& s : steps)
             benchmark::RegisterBenchmark(("inter_solve/cpu/" + s.name() + suffix).c_str(), bm_inter_solve, s, t)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        for (const shape& s : stages)
+            benchmark::RegisterBenchmark(("intra/cpu/" + s.name() + suffix).c_str(), bm_intra, s, t)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
     }

@@ -1,24 +1,27 @@
 // kda/cpu/intra.hpp: the intra stage (kda/intra.hpp) for kda::cpu_backend.
 //
 //   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_diag   the diagonal-block producer
-//   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_intra  producer into Akkd (the caller's
-//       workspace, or one allocated per call), then the inter-solve step of
-//       chunk_kda_inter_solve<cpu_backend, BT, BC, default_bk(K)> on it
+//   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_intra  the whole stage (cpu::run_intra):
+//       per work item, the producer into Akkd (the caller's workspace, or one allocated per call),
+//       then the inter-solve step (detail::inter_solve_chunk over cpu::tile_ops, BK =
+//       default_bk(K)) on the same staged rows
 //   chunk_local_cumsum_impl<cpu_backend>::run                  the gate cumsum
 //
 // Work items are (chunk, value head) pairs on cpu::parallel_for, as in cpu/inter_solve.hpp; each
 // stages its chunk's q, k and g rows once in the accumulator type (fp32, or fp64 for fp64 data),
 // K padded with zeros to whole slices of `slice_k` columns, and computes one sub-chunk at a time.
 //
-// The producer's two flavours (the contract is at the top of kda/intra.hpp):
-//   not safe gate  every entry term by term: sum_k x_i[k] k_j[k] 2^(g_i[k] - g_j[k]) with one
-//                  2^x per term (exponents <= 0 for decaying gates, so nothing overflows whatever
-//                  the decay, and 2^x is cpu::exp2_accurate: about one ulp, no |x| 2^-24 loss).
-//   safe gate      one factorisation per sub-chunk around its midpoint row r = min(BC / 2, n_s - 1):
+// The diagonal blocks, both flavours alike (as the CUDA fused kernel; the flavours' outputs are at
+// the top of kda/intra.hpp):
+//   factorised     one factorisation per sub-chunk around its midpoint row r = min(BC / 2, n_s - 1):
 //                  (x_i 2^(g_i - g_r)) . (k_j 2^(g_r - g_j)), a 16 x 16 product per K slice, while
 //                  every |g_i - g_r| <= 64 (960 in fp64: the factors stay in range; FLA's lower-
-//                  bounded gate always meets it); past that, term by term as above. Then
-//                  (I + L_ss)^-1 by forward substitution in the accumulator type.
+//                  bounded gate always meets it). Each term carries a few roundings more than
+//                  one 2^x per term, and costs 2 BC 2^x per K column instead of BC (BC + 1) / 2.
+//   term by term   past that bound: sum_k x_i[k] k_j[k] 2^(g_i[k] - g_j[k]) with one 2^x per
+//                  term (exponents <= 0 for decaying gates, so nothing overflows whatever the
+//                  decay, and 2^x is cpu::exp2_accurate: about one ulp, no |x| 2^-24 loss).
+// Safe gate: then (I + L_ss)^-1 by forward substitution in the accumulator type.
 #pragma once
 
 #include <Eigen/Core>
@@ -48,15 +51,18 @@ public:
     using acc = acc_t<X>;
     static constexpr int slice_k = 32;  // K columns per gate evaluation (fixed-size Eigen rows)
     using tile = Eigen::Matrix<acc, BC, BC, Eigen::RowMajor>;
-    using slice = Eigen::Array<acc, BC, slice_k, Eigen::RowMajor>;
+    using slice = Eigen::Matrix<acc, BC, slice_k, Eigen::RowMajor>;
+    using tslice = Eigen::Matrix<acc, slice_k, BC, Eigen::RowMajor>;
     using row = Eigen::Array<acc, 1, slice_k>;
 
-    /// Row stride of the staging buffers: K rounded up to whole slices.
-    static std::int64_t padded_k(std::int64_t K) { return (K + slice_k - 1) / slice_k * slice_k; }
+    /// Row stride of the staging buffers: K rounded up to whole slices (or to whole slices of
+    /// `step` columns, a multiple of slice_k).
+    static std::int64_t padded_k(std::int64_t K, int step = slice_k) { return (K + step - 1) / step * step; }
 
+    /// Stages the chunk's rows into `buf`, `kp` apart (kp: padded_k(K, a multiple of slice_k)).
     intra_diag_item(const inter_solve_params<X>& P, acc* Akkd, const axis_strides& Akkd_s, const chunk_coords& c, std::int64_t hv,
-                    scratch<acc>& buf)
-        : P_(P), Akkd_(Akkd), Akkd_s_(Akkd_s), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(padded_k(P.K)), buf_(buf) {
+                    scratch<acc>& buf, std::int64_t kp)
+        : P_(P), Akkd_(Akkd), Akkd_s_(Akkd_s), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(kp), buf_(buf) {
         for (std::int64_t r = 0; r < c_.n; ++r) {
             const std::int64_t t = token(r);
             stage_row(P_.q + P_.q_s.at(c_.b, t, h_), buf_.q.data() + r * kp_);
@@ -70,7 +76,7 @@ public:
         for (std::int64_t s0 = 0; s0 < c_.n; s0 += BC) {
             const int ns = static_cast<int>(std::min<std::int64_t>(BC, c_.n - s0));
             tile S = tile::Zero(), L = tile::Zero();  // S: lower incl. the diagonal, unscaled; L: strictly lower
-            if (SafeGate && factorisable(s0, ns))
+            if (factorisable(s0, ns))
                 factorised(s0, ns, S, L);
             else
                 term_by_term(s0, ns, S, L);
@@ -106,16 +112,16 @@ private:
     static constexpr acc factor_bound = std::is_same_v<acc, double> ? acc(960) : acc(64);
 
     /// Whether every |g_i - g_r| of the sub-chunk (valid rows, every column) is within
-    /// factor_bound; past it the safe flavour also goes term by term (exact for any decay).
+    /// factor_bound; past it the sub-chunk goes term by term (exact for any decay).
     [[nodiscard]] bool factorisable(std::int64_t s0, int ns) const {
         const int r = std::min(BC / 2, ns - 1);
         const acc* gr = staged(buf_.g, s0 + r, 0);
+        int outside = 0;  // any |g_i - g_r| past the bound, or NaN; no early exit, so that it vectorises
         for (int i = 0; i < ns; ++i) {
             const acc* gi = staged(buf_.g, s0 + i, 0);
-            for (std::int64_t k = 0; k < P_.K; ++k)
-                if (!(std::abs(gi[k] - gr[k]) <= factor_bound)) return false;
+            for (std::int64_t k = 0; k < P_.K; ++k) outside |= static_cast<int>(!(std::abs(gi[k] - gr[k]) <= factor_bound));
         }
-        return true;
+        return outside == 0;
     }
 
     /// The same from one factorisation per K slice around the midpoint row r.
@@ -133,8 +139,9 @@ private:
                 kf.row(i) = ki * up;
                 kd.row(i) = ki * down;
             }
-            S.noalias() += qf.matrix() * kd.matrix().transpose();
-            L.noalias() += kf.matrix() * kd.matrix().transpose();
+            const tslice kdt = transposed(kd);
+            mac(S, qf, kdt);
+            mac(L, kf, kdt);
         }
         S = S.template triangularView<Eigen::Lower>();
         L = L.template triangularView<Eigen::StrictlyLower>();
@@ -168,12 +175,7 @@ private:
 
     template <class T>
     void stage_row(const T* src, acc* dst) const {
-        for (std::int64_t j = 0; j < P_.K; ++j) {
-            if constexpr (std::is_same_v<T, acc>)
-                dst[j] = src[j];
-            else
-                dst[j] = to_acc<acc>(src[j]);
-        }
+        convert_row(src, dst, P_.K);
         std::fill(dst + P_.K, dst + kp_, acc(0));
     }
 
@@ -197,10 +199,36 @@ void run_intra_diag(const cpu_backend& be, const intra_problem& p, const intra_d
     const axis_strides akkd_s = kda::detail::strides3(a.Akkd);
     const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
     std::vector<scratch<acc>> buf(static_cast<std::size_t>(nt));
-    for (auto& s : buf) s.reserve(static_cast<std::size_t>(BT * item_t::padded_k(p.K)));
+    const std::int64_t kp = item_t::padded_k(p.K);
+    for (auto& s : buf) s.reserve(static_cast<std::size_t>(BT * kp));
     parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
-        const item_t it(P, akkd, akkd_s, P.chunks(item / P.HV), item % P.HV, buf[static_cast<std::size_t>(worker)]);
+        const item_t it(P, akkd, akkd_s, P.chunks(item / P.HV), item % P.HV, buf[static_cast<std::size_t>(worker)], kp);
         it.run();
+    });
+}
+
+/// The whole stage over every (chunk, value head) item, one item at a time: the producer stages
+/// the item's rows and writes its Akkd rows and Aqk's diagonal blocks, then the inter-solve step
+/// (Cfg, Mode) runs on the same staged rows, with those Akkd rows still in cache. `ia` carries
+/// `akkd` as its Akkd.
+template <class X, class Cfg, class Mode>
+void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_args& ia, acc_t<X>* akkd, const axis_strides& akkd_s) {
+    using item_t = intra_diag_item<X, Cfg::BT, Cfg::BC, Mode::safe_gate>;
+    using ops_t = tile_ops<X, Cfg, Mode>;
+    using acc = acc_t<X>;
+    const chunk_list chunks(ia, Cfg::BT);
+    const inter_solve_params<X> P = make_params<X>(p, ia, chunks.ci, chunks.ci64, chunks.count);
+    const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
+    const std::int64_t kp = item_t::padded_k(p.K, std::max(item_t::slice_k, Cfg::BK));  // whole slices for both
+    std::vector<scratch<acc>> buf(static_cast<std::size_t>(nt));
+    for (auto& s : buf) s.reserve(static_cast<std::size_t>(Cfg::BT * kp));
+    parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
+        scratch<acc>& b = buf[static_cast<std::size_t>(worker)];
+        const chunk_coords c = P.chunks(item / P.HV);
+        const std::int64_t hv = item % P.HV;
+        item_t(P, akkd, akkd_s, c, hv, b, kp).run();
+        ops_t ops(P, c, hv, b, typename ops_t::prestaged{kp});
+        kda::detail::inter_solve_chunk<Cfg, Mode>(ops);
     });
 }
 
@@ -214,8 +242,8 @@ struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
         cpu::run_intra_diag<X, BT, BC, Mode::safe_gate>(be, p, a);
     }
 
-    /// The whole stage on validated arguments: the producer into Akkd (the caller's, or a
-    /// per-call buffer in the accumulator type), then the inter-solve step on it.
+    /// The whole stage on validated arguments: per work item, the producer into Akkd (the
+    /// caller's, or a per-call buffer in the accumulator type), then the inter-solve step on it.
     template <class X, class Mode>
     static void launch_intra(const cpu_backend& be, const intra_problem& p, const intra_args& a) {
         using acc = acc_t<X>;
@@ -225,13 +253,12 @@ struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
             workspace.resize(static_cast<std::size_t>(p.B * p.T * p.HV * BC));
             akkd = make_mutable_tensor(workspace.data(), {p.B, p.T, p.HV, BC});
         }
-        cpu::run_intra_diag<X, BT, BC, Mode::safe_gate>(be, p, detail::diag_part(a, akkd));
         inter_solve_args ia = detail::as_inter_solve(a);
         ia.Akkd = as_const(akkd);
         // the CPU computes every precision alike: one inter-solve instantiation per flavour
         using solve_mode = variant<Mode::safe_gate, cpu_backend::effective_precision(Mode::solve_precision)>;
         detail::dispatch_bk(default_bk(p.K), [&]<int BK>() {
-            chunk_kda_inter_solve<cpu_backend, BT, BC, BK>::template launch<X, solve_mode>(be, p, ia);
+            cpu::run_intra<X, tile_config<BT, BC, BK>, solve_mode>(be, p, ia, static_cast<acc*>(akkd.data), detail::strides3(akkd));
         });
     }
 };

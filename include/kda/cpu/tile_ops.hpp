@@ -37,6 +37,71 @@ struct scratch {
     }
 };
 
+/// n stored values -> accumulator type. bf16 is the top half of an fp32 (a shift the compiler
+/// vectorises); fp16 goes through Eigen::half; fp32 / fp64 are copies.
+template <class T, class Acc>
+void convert_row(const T* src, Acc* dst, std::int64_t n) {
+    if constexpr (std::is_same_v<T, bf16_t>) {
+        for (std::int64_t j = 0; j < n; ++j) dst[j] = static_cast<Acc>(std::bit_cast<float>(static_cast<std::uint32_t>(src[j].bits) << 16));
+    } else if constexpr (std::is_same_v<T, Acc>) {
+        std::copy(src, src + n, dst);
+    } else {
+        for (std::int64_t j = 0; j < n; ++j) dst[j] = to_acc<Acc>(src[j]);
+    }
+}
+
+/// c += a b for row-major [R, N] x [N, C]: rank-1 updates over N, each row of c held in C / W
+/// packets of Eigen's native width W for Acc (one AVX-512 register per row of 16 floats), the R
+/// rows independent FMA chains: a(i, k) broadcast, row k of b loaded once per k. Where Eigen has
+/// no vector type for Acc its packets are Acc itself and this is the scalar loop. (Eigen's lazy
+/// product runs one chain per row and its GEMM path packs 16 x 16 operands, both slower at this
+/// size; GCC's own vectorisation of the scalar loop loads a(i, k) as a 64-byte vector and
+/// broadcasts its first lane, 1.7x slower.)
+template <class Acc, int R, int N, int C>
+void mac(Eigen::Matrix<Acc, R, C, Eigen::RowMajor>& c, const Eigen::Matrix<Acc, R, N, Eigen::RowMajor>& a,
+         const Eigen::Matrix<Acc, N, C, Eigen::RowMajor>& b) {
+    namespace ei = Eigen::internal;
+    using packet = typename ei::packet_traits<Acc>::type;
+    constexpr int W = ei::packet_traits<Acc>::size;
+    static_assert(C % W == 0, "mac: tile rows are whole packets");
+    constexpr int CP = C / W;
+    packet r[R][CP];
+    for (int i = 0; i < R; ++i)
+        for (int jp = 0; jp < CP; ++jp) r[i][jp] = ei::ploadu<packet>(c.data() + i * C + jp * W);
+    for (int k = 0; k < N; ++k) {
+        packet bk[CP];
+        for (int jp = 0; jp < CP; ++jp) bk[jp] = ei::ploadu<packet>(b.data() + k * C + jp * W);
+        for (int i = 0; i < R; ++i) {
+            const packet aik = ei::pset1<packet>(a.data()[i * N + k]);
+            for (int jp = 0; jp < CP; ++jp) r[i][jp] = ei::pmadd(aik, bk[jp], r[i][jp]);
+        }
+    }
+    for (int i = 0; i < R; ++i)
+        for (int jp = 0; jp < CP; ++jp) ei::pstoreu(c.data() + i * C + jp * W, r[i][jp]);
+}
+
+/// in^T for row-major [R, C] -> [C, R], in W x W blocks transposed in registers by Eigen's
+/// ptranspose (W: Eigen's packet width for Acc; 1 where it has no vector type).
+template <class Acc, int R, int C>
+Eigen::Matrix<Acc, C, R, Eigen::RowMajor> transposed(const Eigen::Matrix<Acc, R, C, Eigen::RowMajor>& in) {
+    namespace ei = Eigen::internal;
+    using packet = typename ei::packet_traits<Acc>::type;
+    constexpr int W = ei::packet_traits<Acc>::size;
+    static_assert(R % W == 0 && C % W == 0, "transposed: whole W x W blocks");
+    Eigen::Matrix<Acc, C, R, Eigen::RowMajor> out;
+    for (int i0 = 0; i0 < R; i0 += W)
+        for (int j0 = 0; j0 < C; j0 += W) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"  // a vector type's alignment attribute as a template argument, as in Eigen
+            ei::PacketBlock<packet, W> b;
+#pragma GCC diagnostic pop
+            for (int r = 0; r < W; ++r) b.packet[r] = ei::ploadu<packet>(in.data() + (i0 + r) * C + j0);
+            ei::ptranspose(b);
+            for (int r = 0; r < W; ++r) ei::pstoreu(out.data() + (j0 + r) * R + i0, b.packet[r]);
+        }
+    return out;
+}
+
 template <class X, class Cfg, class Mode>
 class tile_ops {
 public:
@@ -51,8 +116,17 @@ public:
     /// Row stride of the staging buffers: K rounded up to whole slices.
     static std::int64_t padded_k(std::int64_t K) { return (K + BK - 1) / BK * BK; }
 
+    /// Rows already in the staging buffers (the intra stage's producer staged them): every row of
+    /// the chunk, q, k and g, `kp` apart, kp a multiple of BK, zeros in columns [K, kp).
+    struct prestaged {
+        std::int64_t kp;
+    };
+    tile_ops(const inter_solve_params<X>& P, const chunk_coords& c, std::int64_t hv, scratch<acc>& buf, prestaged s)
+        : P_(P), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(s.kp), buf_(buf) {}
+
+    /// Stages the chunk's rows.
     tile_ops(const inter_solve_params<X>& P, const chunk_coords& c, std::int64_t hv, scratch<acc>& buf)
-        : P_(P), c_(c), hv_(hv), h_(hv / (P.HV / P.H)), kp_(padded_k(P.K)), buf_(buf) {
+        : tile_ops(P, c, hv, buf, prestaged{padded_k(P.K)}) {
         const int n = static_cast<int>(c_.n);
         for (int r = 0; r < n; ++r) {
             const std::int64_t t = c_.bos + c_.t0 + r;
@@ -68,11 +142,9 @@ public:
     }
     [[nodiscard]] int num_k() const { return static_cast<int>(P_.K); }
 
-    slice load_q(int s, int k0) const { return load_slice<false>(buf_.q, s, k0); }
-    slice load_k(int s, int k0) const { return load_slice<false>(buf_.k, s, k0); }
-    slice load_g(int s, int k0) const { return load_slice<false>(buf_.g, s, k0); }
-    tslice load_kt(int s, int k0) const { return load_slice<true>(buf_.k, s, k0); }
-    tslice load_gt(int s, int k0) const { return load_slice<true>(buf_.g, s, k0); }
+    slice load_q(int s, int k0) const { return load_slice(buf_.q, s, k0); }
+    slice load_k(int s, int k0) const { return load_slice(buf_.k, s, k0); }
+    slice load_g(int s, int k0) const { return load_slice(buf_.g, s, k0); }
     static vec first_row(const slice& g) { return g.row(0); }
 
     /// 2^(g - gn) on the valid rows of sub-chunk s, 0 on the others (never evaluated there).
@@ -83,35 +155,25 @@ public:
         return out;
     }
     static slice mul(const slice& x, const slice& y) { return x.cwiseProduct(y); }
-    /// (x 2^(gn - g))^T, from x^T and g^T.
-    static tslice gate_up(const tslice& xt, const tslice& gt, const vec& gn) {
-        return xt.cwiseProduct(exp2_of<BK, BC>(((-gt).colwise() + gn.transpose()).array()));
+    /// (x 2^(gn - g))^T.
+    static tslice gate_up(const slice& x, const slice& g, const vec& gn) {
+        const slice xg = x.cwiseProduct(exp2_of<BC, BK>(((-g).rowwise() + gn).array()));
+        return transposed(xg);
     }
 
+    /// 2^(gn - gr).
+    static vec pair_gate(const vec& gn, const vec& gr) { return exp2_of<1, BK>((gn - gr).array()); }
+    /// Row k of xt times f[k].
+    static tslice scale_k(const tslice& xt, const vec& f) { return f.transpose().asDiagonal() * xt; }
+
     static tile zero() { return tile::Zero(); }
-    /// c += a b for row-major [BC, N] x [N, BC]: rank-1 updates over N, each row of c one
-    /// accumulator of BC lanes, so the BC rows are independent FMA chains (Eigen's lazy product
-    /// runs one chain per row, its GEMM path packs 16 x 16 operands: both slower at this size).
-    template <int N>
-    static void mac(tile& c, const Eigen::Matrix<acc, BC, N, Eigen::RowMajor>& a, const Eigen::Matrix<acc, N, BC, Eigen::RowMajor>& b) {
-        alignas(64) acc r[BC][BC];
-        std::copy(c.data(), c.data() + BC * BC, &r[0][0]);
-        for (int k = 0; k < N; ++k) {
-            const acc* bk = b.data() + k * BC;
-            for (int i = 0; i < BC; ++i) {
-                const acc aik = a(i, k);
-                for (int j = 0; j < BC; ++j) r[i][j] += aik * bk[j];
-            }
-        }
-        std::copy(&r[0][0], &r[0][0] + BC * BC, c.data());
-    }
-    static void mma(tile& c, const slice& a, const tslice& bt) { mac<BK>(c, a, bt); }
+    static void mma(tile& c, const slice& a, const tslice& bt) { mac(c, a, bt); }
     static tile mm(const tile& a, const tile& b) {
         tile c = tile::Zero();
-        mac<BC>(c, a, b);
+        mac(c, a, b);
         return c;
     }
-    static void mm_acc(tile& c, const tile& a, const tile& b) { mac<BC>(c, a, b); }
+    static void mm_acc(tile& c, const tile& a, const tile& b) { mac(c, a, b); }
     static tile neg(const tile& a) { return -a; }
 
     void store_aqk(const tile& t, int si, int sj) const {
@@ -164,42 +226,24 @@ private:
         return to_acc<acc>(static_cast<const X*>(P_.beta)[off]);
     }
 
-    /// Rows of sub-chunk s, columns [k0, k0 + BK) of a staged tensor, as [BC, BK] or transposed
-    /// [BK, BC]; rows past the chunk's end are 0 (and were never read), columns past K are 0.
-    template <bool Transposed>
-    auto load_slice(const std::vector<acc>& staged, int s, int k0) const {
-        using out_t = std::conditional_t<Transposed, tslice, slice>;
-        out_t out = out_t::Zero();
+    /// Rows of sub-chunk s, columns [k0, k0 + BK) of a staged tensor; rows past the chunk's end
+    /// are 0 (and were never read), columns past K are 0.
+    slice load_slice(const std::vector<acc>& staged, int s, int k0) const {
+        slice out;
         const int nr = rows(s);
         for (int r = 0; r < nr; ++r) {
             const acc* row = staged.data() + (static_cast<std::int64_t>(s) * BC + r) * kp_ + k0;
-            if constexpr (Transposed) {
-                for (int j = 0; j < BK; ++j) out(j, r) = row[j];
-            } else {
-                std::copy(row, row + BK, out.row(r).data());
-            }
+            std::copy(row, row + BK, out.row(r).data());
         }
+        if (nr < BC) out.bottomRows(BC - nr).setZero();
         return out;
     }
 
     /// One row of K stored values -> accumulator type, zero-padded to kp_.
     template <class T>
     void stage_row(const T* src, acc* dst) const {
-        convert_row(src, dst, static_cast<int>(P_.K));
+        convert_row(src, dst, P_.K);
         std::fill(dst + P_.K, dst + kp_, acc(0));
-    }
-
-    /// n stored values -> accumulator type. bf16 is the top half of an fp32 (a shift the compiler
-    /// vectorises); fp16 goes through Eigen::half; fp32 / fp64 are copies.
-    template <class T>
-    static void convert_row(const T* src, acc* dst, int n) {
-        if constexpr (std::is_same_v<T, bf16_t>) {
-            for (int j = 0; j < n; ++j) dst[j] = static_cast<acc>(std::bit_cast<float>(static_cast<std::uint32_t>(src[j].bits) << 16));
-        } else if constexpr (std::is_same_v<T, acc>) {
-            std::copy(src, src + n, dst);
-        } else {
-            for (int j = 0; j < n; ++j) dst[j] = to_acc<acc>(src[j]);
-        }
     }
 
     /// 2^x elementwise, accurate to about one unit in the last place of the accumulator type

@@ -2,10 +2,14 @@
 // as phases over a backend's tile-ops policy. No Eigen, no CUDA: each backend supplies the ops.
 //
 // For a chunk of n <= BT rows cut into sub-chunks s = 0 .. NS-1 (NS = ceil(n / BC)):
-//   1. off-diagonal products, K in BK slices, with the reference gate gn = g[first row of si]:
-//        gqn = 2^(g_si - gn) (rows past n -> 0), qg = q_si gqn, kg = k_si gqn
-//        kgt = k_sj 2^(gn - g_sj)                            (exponents <= 0 for decaying gates)
+//   1. off-diagonal products, K in BK slices, with the reference gate gn_s = g[first row of s]:
+//        gqn = 2^(g_si - gn_si) (rows past n -> 0), qg = q_si gqn, kg = k_si gqn
+//        kgt = k_sj 2^(gn_si - g_sj), factorised as 2^(gn_si - gn_sj+1) 2^(gn_sj+1 - g_sj):
+//          ku_sj = k_sj 2^(gn_sj+1 - g_sj) once per sj (the adjacent pair's operand itself),
+//          f = 2^(gn_si - gn_sj+1) a [BK] vector per farther pair
+//        (all exponents <= 0 for decaying gates: si > sj, and sub-chunk sj + 1 starts after sj)
 //        Aqk_ij += qg kgt^T,  L_ij += kg kgt^T               for every si > sj
+//      Per K slice that is NS - 1 tiles of 2^x for gqn and NS - 1 for ku, not one per pair.
 //   2. Aqk_ij *= scale (stored); row r of L_ij *= beta[t_r]
 //   3. diagonal inverses Ai_ss = (I + L_ss)^-1 by forward substitution of Akkd (or Akkd itself
 //      in safe-gate mode)
@@ -18,11 +22,12 @@
 //   int  rows(s)                       valid rows of sub-chunk s (0 .. BC)
 //   int  num_k()                       K
 //   slice load_q(s, k0), load_k(s, k0), load_g(s, k0)    rows >= rows(s), columns >= K read as 0
-//   tslice load_kt(s, k0), load_gt(s, k0)                the same, transposed
 //   vec  first_row(slice)
 //   slice decay_down(g, gn, s)         2^(g - gn) on valid rows of s, 0 elsewhere (the seed's b_gqn)
 //   slice mul(x, y)                    elementwise product
-//   tslice gate_up(xt, gt, gn)         (x 2^(gn - g))^T from transposed x and g
+//   tslice gate_up(x, g, gn)           (x 2^(gn - g))^T
+//   vec  pair_gate(gn, gr)             2^(gn - gr)
+//   tslice scale_k(xt, f)              row k of xt times f[k]
 //   tile zero()
 //   void mma(tile& acc, a, bt)         acc += a bt   ([BC, BK] x [BK, BC])
 //   void store_aqk(tile, si, sj)       scaled by the call's scale
@@ -56,22 +61,26 @@ void inter_solve_chunk(Ops& ops) {
     for (int p = 0; p < Cfg::NPAIR; ++p) b_Aqk[p] = b_Akk[p] = ops.zero();
     if (NS > 1) {
         using tslice = typename Ops::tslice;
-        tslice b_kt[NC], b_gt[NC];  // sub-chunks in the role of sj (all but the last)
+        using vec = typename Ops::vec;
+        tslice b_ku[NC];  // ku_sj^T = (k_sj 2^(gn_sj+1 - g_sj))^T, for sj < NS - 1
+        vec b_gn[NC];     // gn_s, for s >= 1
         for (int k0 = 0; k0 < ops.num_k(); k0 += BK) {
-            for (int s = 0; s + 1 < NS; ++s) {
-                b_kt[s] = ops.load_kt(s, k0);  // [BK, BC]
-                b_gt[s] = ops.load_gt(s, k0);  // [BK, BC]
-            }
             for (int si = 1; si < NS; ++si) {
-                const slice b_g = ops.load_g(si, k0);                                    // [BC, BK]
-                const auto b_gn = ops.first_row(b_g);                                    // [BK]
-                const slice b_gqn = ops.decay_down(b_g, b_gn, si);                       // [BC, BK]
-                const slice b_qg = ops.mul(ops.load_q(si, k0), b_gqn);                   // [BC, BK]
-                const slice b_kg = ops.mul(ops.load_k(si, k0), b_gqn);                   // [BC, BK]
+                const slice b_g = ops.load_g(si, k0);                                                // [BC, BK]
+                b_gn[si] = ops.first_row(b_g);                                                       // [BK]
+                b_ku[si - 1] = ops.gate_up(ops.load_k(si - 1, k0), ops.load_g(si - 1, k0), b_gn[si]);  // [BK, BC]
+                const slice b_gqn = ops.decay_down(b_g, b_gn[si], si);                               // [BC, BK]
+                const slice b_qg = ops.mul(ops.load_q(si, k0), b_gqn);                               // [BC, BK]
+                const slice b_kg = ops.mul(ops.load_k(si, k0), b_gqn);                               // [BC, BK]
                 for (int sj = 0; sj < si; ++sj) {
-                    const tslice b_kgt = ops.gate_up(b_kt[sj], b_gt[sj], b_gn);  // [BK, BC]
-                    ops.mma(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
-                    ops.mma(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
+                    auto products = [&](const tslice& b_kgt) {
+                        ops.mma(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
+                        ops.mma(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
+                    };
+                    if (sj + 1 == si)
+                        products(b_ku[sj]);  // f = 1
+                    else
+                        products(ops.scale_k(b_ku[sj], ops.pair_gate(b_gn[si], b_gn[sj + 1])));  // [BK, BC]
                 }
             }
         }
