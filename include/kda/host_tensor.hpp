@@ -12,7 +12,9 @@
 #include <new>
 #include <vector>
 
+#include "args.hpp"
 #include "config.hpp"
+#include "intra.hpp"
 #include "tensor.hpp"
 #include "types.hpp"
 #include "validate.hpp"
@@ -96,6 +98,46 @@ private:
     std::vector<std::int64_t> shape_;
     std::int64_t numel_ = 0, bytes_ = 0;
     std::unique_ptr<std::byte, deleter> data_;
+};
+
+/// The input tensors of one call in host memory (any may be undefined: Akkd for the intra stage,
+/// cu_seqlens / chunk_indices in dense mode), and the argument bundles over them and given outputs.
+/// The index tensors double as their own host copies (cu_seqlens_host, chunk_indices_host), so a
+/// bundle serves a backend that reads them on the host and one that validates host copies alike.
+/// The reference's generated inputs (reference::inputs) and a golden case (io::inter_solve_case)
+/// both build their bundles here.
+struct host_inputs {
+    host_tensor q, k, g, beta, Akkd, cu_seqlens, chunk_indices;
+
+    /// kda::inter_solve's bundle.
+    [[nodiscard]] inter_solve_args args(host_tensor& Aqk, host_tensor& Akk) const {
+        inter_solve_args a;
+        a.q = q.ref();
+        a.k = k.ref();
+        a.g = g.ref();
+        a.beta = beta.ref();
+        a.Akkd = Akkd.ref();
+        a.Aqk = Aqk.mref();
+        a.Akk = Akk.mref();
+        a.cu_seqlens = cu_seqlens.ref();
+        a.chunk_indices = chunk_indices.ref();
+        a.cu_seqlens_host = a.cu_seqlens;
+        a.chunk_indices_host = a.chunk_indices;
+        return a;
+    }
+    /// kda::chunk_kda_intra's bundle (Akkd: the optional workspace, never the inputs' Akkd).
+    [[nodiscard]] kda::intra_args intra_args(host_tensor& Aqk, host_tensor& Akk, host_tensor* workspace = nullptr) const {
+        kda::intra_args a = kda::detail::with_common<kda::intra_args>(args(Aqk, Akk));
+        a.Akk = Akk.mref();
+        if (workspace != nullptr) a.Akkd = workspace->mref();
+        return a;
+    }
+    /// kda::chunk_kda_intra_diag's bundle, writing Aqk's diagonal blocks and Akkd_out.
+    [[nodiscard]] kda::intra_diag_args diag_args(host_tensor& Aqk, host_tensor& Akkd_out) const {
+        kda::intra_diag_args a = kda::detail::with_common<kda::intra_diag_args>(args(Aqk, Aqk));
+        a.Akkd = Akkd_out.mref();
+        return a;
+    }
 };
 
 }  // namespace kda

@@ -120,10 +120,8 @@ inline mat gated_products(const mat& x, const mat& y, const mat& g) {
     }
     return out;
 }
-}  // namespace detail
-
-/// The step, in float64, on host tensors (outputs in `a` are not touched).
-inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& a) {
+/// A result of p's sizes: every entry 0, nothing written, no row in a chunk yet.
+inline result empty_result(const inter_solve_problem& p) {
     result r;
     r.B = p.B;
     r.T = p.T;
@@ -136,6 +134,13 @@ inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& 
     r.chunk_pos.assign(static_cast<std::size_t>(p.B * p.T), -1);
     r.aqk_written.assign(total, 0);
     r.akk_written.assign(total, 0);
+    return r;
+}
+}  // namespace detail
+
+/// The step, in float64, on host tensors (outputs in `a` are not touched).
+inline result inter_solve(const inter_solve_problem& p, const inter_solve_args& a) {
+    result r = detail::empty_result(p);
     const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
     for (const auto& sq : sequences(p, a)) {
         for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
@@ -264,37 +269,8 @@ struct generator_options {
 /// log-decay = -exp(a) softplus(x), a ~ U(log 0.01, log 0.5) per (head, k), x ~ N(0, 1). Safe gate:
 /// log-decay = lower_bound sigmoid(exp(a) x), a ~ U(0, log 16): down to lower_bound nats per token,
 /// i.e. a sub-chunk may decay by ~2^-115. Akkd comes from make_akkd.
-struct inputs {
+struct inputs : host_inputs {
     inter_solve_problem problem;
-    host_tensor q, k, g, beta, Akkd, cu_seqlens, chunk_indices;
-
-    /// Argument bundle over these inputs and the given outputs.
-    [[nodiscard]] inter_solve_args args(host_tensor& Aqk, host_tensor& Akk) const {
-        inter_solve_args a;
-        a.q = q.ref();
-        a.k = k.ref();
-        a.g = g.ref();
-        a.beta = beta.ref();
-        a.Akkd = Akkd.ref();
-        a.Aqk = Aqk.mref();
-        a.Akk = Akk.mref();
-        a.cu_seqlens = cu_seqlens.ref();
-        a.chunk_indices = chunk_indices.ref();
-        return a;
-    }
-    /// chunk_kda_intra's bundle over these inputs (Akkd: the optional workspace, not the inputs' Akkd).
-    [[nodiscard]] kda::intra_args intra_args(host_tensor& Aqk, host_tensor& Akk, host_tensor* workspace = nullptr) const {
-        kda::intra_args a = kda::detail::with_common<kda::intra_args>(args(Aqk, Akk));
-        a.Akk = Akk.mref();
-        if (workspace != nullptr) a.Akkd = workspace->mref();
-        return a;
-    }
-    /// chunk_kda_intra_diag's bundle over these inputs, writing Aqk's diagonal blocks and Akkd.
-    [[nodiscard]] kda::intra_diag_args diag_args(host_tensor& Aqk, host_tensor& Akkd_out) const {
-        kda::intra_diag_args a = kda::detail::with_common<kda::intra_diag_args>(args(Aqk, Aqk));
-        a.Akkd = Akkd_out.mref();
-        return a;
-    }
     /// Output tensor [B, T, HV, BT] of the data type, filled with `fill`.
     [[nodiscard]] host_tensor make_output(double fill) const {
         host_tensor t(q.type(), {problem.B, problem.T, problem.HV, problem.BT});
@@ -374,18 +350,7 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
 /// holds I + L. Akkd is not read.
 inline result intra(const intra_problem& p, const intra_args& a) {
     const inter_solve_args ia = kda::detail::as_inter_solve(a);
-    result r;
-    r.B = p.B;
-    r.T = p.T;
-    r.HV = p.HV;
-    r.BT = p.BT;
-    const std::size_t total = static_cast<std::size_t>(p.B * p.T * p.HV * p.BT);
-    r.Aqk.assign(total, 0.0);
-    r.Akk.assign(total, 0.0);
-    r.IL.assign(total, 0.0);
-    r.chunk_pos.assign(static_cast<std::size_t>(p.B * p.T), -1);
-    r.aqk_written.assign(total, 0);
-    r.akk_written.assign(total, 0);
+    result r = detail::empty_result(p);
     const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
     for (const auto& sq : sequences(p, ia)) {
         for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {

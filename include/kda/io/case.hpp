@@ -50,12 +50,12 @@ enum class case_kind {
     intra,        // kda::chunk_kda_intra: q k g beta scale (Akkd and Aqk_diag ignored)
 };
 
-struct inter_solve_case {
+/// The inputs (host_inputs: q, k, g, beta, Akkd, cu_seqlens, chunk_indices, and the argument
+/// bundles over them; Akkd undefined for case_kind::intra, the index tensors in dense mode).
+struct inter_solve_case : host_inputs {
     std::string source;  // the file, for messages
     inter_solve_problem problem;
     case_kind kind = case_kind::inter_solve;
-    host_tensor q, k, g, beta, Akkd;        // Akkd: undefined for case_kind::intra
-    host_tensor cu_seqlens, chunk_indices;  // undefined in dense mode
     host_tensor Aqk_start;                  // Aqk before the step: Aqk_diag, or zeros (always zeros for intra)
     bool built_chunk_indices = false;       // chunk_indices came from cu_seqlens, not the file
 
@@ -198,40 +198,6 @@ struct inter_solve_case {
     [[nodiscard]] host_tensor initial_aqk() const { return Aqk_start.clone(); }
     /// A fresh, zero Akk output.
     [[nodiscard]] host_tensor initial_akk() const { return host_tensor(q.type(), {problem.B, problem.T, problem.HV, problem.BT}); }
-
-    /// The argument bundle over this case's inputs and the given outputs (host memory).
-    [[nodiscard]] inter_solve_args args(host_tensor& Aqk, host_tensor& Akk) const {
-        inter_solve_args a;
-        a.q = q.ref();
-        a.k = k.ref();
-        a.g = g.ref();
-        a.beta = beta.ref();
-        a.Akkd = Akkd.ref();
-        a.Aqk = Aqk.mref();
-        a.Akk = Akk.mref();
-        a.cu_seqlens = cu_seqlens.ref();
-        a.chunk_indices = chunk_indices.ref();
-        a.cu_seqlens_host = a.cu_seqlens;
-        a.chunk_indices_host = a.chunk_indices;
-        return a;
-    }
-
-    /// The chunk_kda_intra bundle over this case's inputs and the given outputs (host memory; no
-    /// Akkd workspace: the CPU allocates one per call, the CUDA bridge its own).
-    [[nodiscard]] kda::intra_args intra_args(host_tensor& Aqk, host_tensor& Akk) const {
-        kda::intra_args a;
-        a.q = q.ref();
-        a.k = k.ref();
-        a.g = g.ref();
-        a.beta = beta.ref();
-        a.Aqk = Aqk.mref();
-        a.Akk = Akk.mref();
-        a.cu_seqlens = cu_seqlens.ref();
-        a.chunk_indices = chunk_indices.ref();
-        a.cu_seqlens_host = a.cu_seqlens;
-        a.chunk_indices_host = a.chunk_indices;
-        return a;
-    }
 
     /// dtype from a metadata spelling: kda's (bf16), torch's (bfloat16, torch.bfloat16) or safetensors' (BF16).
     static std::optional<dtype> dtype_from_name(std::string s) {
