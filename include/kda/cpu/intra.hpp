@@ -81,7 +81,7 @@ public:
             else
                 term_by_term(s0, ns, S, L);
             for (int i = 0; i < ns; ++i) L.row(i) *= beta(token(s0 + i));
-            if constexpr (SafeGate) invert_unit_lower(L);  // L now holds (I + L_ss)^-1
+            if constexpr (SafeGate) invert_unit_lower(L);  // L now holds (I + L_ss)^-1 (rows past ns: identity)
             store(s0, ns, S, L);
         }
     }
@@ -145,15 +145,6 @@ private:
         }
         S = S.template triangularView<Eigen::Lower>();
         L = L.template triangularView<Eigen::StrictlyLower>();
-    }
-
-    /// Forward substitution: with Y = (I + L)^-1 - I, row r of Y is -L[r] - L[r, :r] Y[:r]. Rows
-    /// past the sub-chunk hold L = 0 and come out as identity rows.
-    static void invert_unit_lower(tile& a) {
-        tile y = tile::Zero();
-        for (int r = 1; r < BC; ++r) y.row(r) = -(a.row(r) + a.row(r) * y);  // y rows >= r are still 0
-        a = tile::Identity();
-        a.template triangularView<Eigen::StrictlyLower>() = y;
     }
 
     /// Aqk[t_i, s0 + j] for j < ns (scale S on and below the diagonal, 0 above); Akkd[t_i, 0 .. BC).

@@ -102,6 +102,21 @@ Eigen::Matrix<Acc, C, R, Eigen::RowMajor> transposed(const Eigen::Matrix<Acc, R,
     return out;
 }
 
+/// Strictly lower L in `a` -> (I + L)^-1, by forward substitution: with Y = (I + L)^-1 - I, row r
+/// of Y is -L[r] - sum_{m<r} L[r, m] Y[m] (row updates over the tile's width; Y[0] = 0).
+template <class Acc, int BC>
+void invert_unit_lower(Eigen::Matrix<Acc, BC, BC, Eigen::RowMajor>& a) {
+    using tile = Eigen::Matrix<Acc, BC, BC, Eigen::RowMajor>;
+    tile y = tile::Zero();
+    for (int r = 1; r < BC; ++r) {
+        auto yr = y.row(r);
+        yr = -a.row(r);
+        for (int m = 1; m < r; ++m) yr -= a(r, m) * y.row(m);
+    }
+    a = tile::Identity();
+    a.template triangularView<Eigen::StrictlyLower>() = y;  // exact zeros above (no -0.0)
+}
+
 template <class X, class Cfg, class Mode>
 class tile_ops {
 public:
@@ -200,14 +215,8 @@ public:
         }
         return t;
     }
-    /// Forward substitution: with Y = (I + L)^-1 - I, row r of Y is -L[r] - L[r, :r] Y[:r].
     /// Rows past the end hold L = 0 and come out as identity rows.
-    static void invert_unit_lower(tile& a, int) {
-        tile y = tile::Zero();
-        for (int r = 1; r < BC; ++r) y.row(r) = -(a.row(r) + a.row(r) * y);  // y rows >= r are still 0
-        a = tile::Identity();
-        a.template triangularView<Eigen::StrictlyLower>() = y;  // exact zeros above (no -0.0)
-    }
+    static void invert_unit_lower(tile& a, int) { cpu::invert_unit_lower(a); }
     void store_akk(const tile& t, int si, int sj) const {
         const int nr = rows(si);
         const int nc = si == sj ? nr : BC;  // columns past a short chunk's end are not written
@@ -233,7 +242,7 @@ private:
         const int nr = rows(s);
         for (int r = 0; r < nr; ++r) {
             const acc* row = staged.data() + (static_cast<std::int64_t>(s) * BC + r) * kp_ + k0;
-            std::copy(row, row + BK, out.row(r).data());
+            out.row(r) = Eigen::Map<const vec>(row);
         }
         if (nr < BC) out.bottomRows(BC - nr).setZero();
         return out;
