@@ -11,9 +11,11 @@
 //       kda::inter_solve (FLA's chunk_kda_fwd_intra_token_parallel / ..._intra_sub_chunk).
 //
 // The two flavours of the producer (problem.safe_gate, as in FLA):
-//   not safe gate: every diagonal-block entry is evaluated term by term,
-//       sum_k x_i[k] k_j[k] 2^(g_i[k] - g_j[k]), exponents <= 0 for decaying gates: exact for any
-//       decay; Akkd row i holds beta_i L[i, j] for j < i inside the sub-chunk, 0 elsewhere.
+//   not safe gate: every diagonal-block entry is sum_k x_i[k] k_j[k] 2^(g_i[k] - g_j[k]), exponents
+//       <= 0 for decaying gates; the backends factorise it around a row of the sub-chunk while its
+//       gates stay within their bound of that row and evaluate it term by term past it, so it is
+//       finite for any decay; Akkd row i holds beta_i L[i, j] for j < i inside the sub-chunk, 0
+//       elsewhere.
 //   safe gate: one factorisation per sub-chunk around its midpoint row r = min(BC / 2, n_s - 1),
 //       2^(g_i - g_j) = 2^(g_i - g_r) 2^(g_r - g_j), so that no factor exceeds about half of the
 //       sub-chunk's decay (FLA's lower-bounded gate keeps that inside fp32); Akkd then holds the
