@@ -49,7 +49,7 @@
 #include <vector>
 
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 namespace {
 

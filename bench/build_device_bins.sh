@@ -3,8 +3,9 @@
 # bench/run_device_bench.sh runs on a GPU machine, into .dev/ (git-ignored; copy it there with the
 # checkout, see bench/README.md).
 #   bash bench/build_device_bins.sh [VARIANT:FLAGS ...]       (default: "cur:-Iinclude")
-# Each VARIANT gives .dev/kda_bench_cuda_<VARIANT> (sm_90a only, to keep the build short); FLAGS may
-# set the tuning hooks of include/kda/cuda/tuning.hpp, e.g. "bk64:-Iinclude -DKDA_CUDA_TUNE_BK=64".
+# Each VARIANT gives .dev/kda_bench_cuda_<VARIANT> (sm_90a only, to keep the build short); FLAGS are
+# nvcc flags: another -I builds another kernel version, e.g. an older commit's include/ or a copy of
+# include/ with a row of include/kda/cuda/tuning.hpp edited ("s2:-I/tmp/kda_s2/include").
 # The first variant also gives .dev/libkda_capi.so (compare_fla.py). With SUITE=1 it also builds
 # kda_test_cuda and 02_cuda_minimal (sm_80 + sm_90a, static cudart) in build-perf for the suite.
 set -e

@@ -37,7 +37,7 @@ for step in $STEPS; do
       i=0
       for f in ${NCU_FILTERS:-${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}}; do
         i=$((i+1))
-        ncu --set full --clock-control none -k regex:inter_solve_kernel -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
+        ncu --set full --clock-control none -k 'regex:(inter_solve|chunk)_kernel' -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
           --benchmark_filter="^$f/" > $OUT/ncu$i.txt 2>&1
         echo "== ncu $f"
         grep -E "Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Compute \(SM\) Throughput|Issue Slots Busy|Shared Memory Configuration Size|Dynamic Shared|L2 Hit|No Eligible|Active Warps Per Scheduler|Eligible Warps" $OUT/ncu$i.txt | head -24
@@ -48,7 +48,7 @@ for step in $STEPS; do
         cuobjdump -sass .dev/kda_bench_cuda_$v > $OUT/sass_$v.txt 2>&1
         echo "== sass $v: $(grep -c HMMA $OUT/sass_$v.txt) HMMA, $(grep -c MUFU.EX2 $OUT/sass_$v.txt) MUFU.EX2, $(wc -l < $OUT/sass_$v.txt) lines"
       done
-      ncu --section SourceCounters --section WarpStateStats --clock-control none -k regex:inter_solve_kernel -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
+      ncu --section SourceCounters --section WarpStateStats --clock-control none -k 'regex:(inter_solve|chunk)_kernel' -c 1 .dev/kda_bench_cuda_${NCU_VARIANT:-cur} \
         --benchmark_filter="${NCU_FILTER:-B8_T4096_H32/notsafe/tf32}" > $OUT/ncu_source.txt 2>&1
       grep -A40 "Section: Source Counters" $OUT/ncu_source.txt | head -60
       grep -E "Stall|stall" $OUT/ncu_source.txt | head -30 ;;
@@ -62,7 +62,7 @@ for step in $STEPS; do
         i=$((i+1))
         ncu --section SourceCounters --section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats \
           --section MemoryWorkloadAnalysis_Tables --metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active \
-          --import-source yes --clock-control none -k regex:inter_solve_kernel -c 1 -o $OUT/profile$i \
+          --import-source yes --clock-control none -k 'regex:(inter_solve|chunk)_kernel' -c 1 -o $OUT/profile$i \
           .dev/kda_bench_cuda_${NCU_VARIANT:-cur} --benchmark_filter="^$f/" > $OUT/profile$i.log 2>&1
         ncu -i $OUT/profile$i.ncu-rep --print-details all > $OUT/profile${i}_details.txt 2>> $OUT/profile$i.log
         ncu -i $OUT/profile$i.ncu-rep --page source --csv --print-source sass > $OUT/sass_src$i.csv 2>> $OUT/profile$i.log

@@ -8,7 +8,7 @@
 //   01_cpu_minimal [--T=4096] [--H=16] [--HV=H] [--K=128] [--BT=64] [--dtype=bf16|fp16|fp32|fp64]
 //                  [--safe-gate] [--threads=0] [--seed=0]
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -66,7 +66,7 @@
 #include <kda/io/case.hpp>
 #include <kda/io/safetensors.hpp>
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "../tests/support/bounds.hpp"  // kda::testing: the suite's error bounds, the default of --check
 

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include <kda/host_tensor.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/host_tensor.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "cases.hpp"
 #include "support/catch.hpp"

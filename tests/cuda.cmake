@@ -28,7 +28,7 @@ set(kda_cuda_parts
   grid.bf16=[conformance][grid][bf16] grid.fp16=[conformance][grid][fp16] grid.fp32=[conformance][grid][fp32]
   varlen=[conformance][varlen] properties=[conformance][properties]
   bad-input=[conformance][bad-input] tf32.grid=[tf32][grid] tf32.varlen=[tf32][varlen] tf32.properties=[tf32][properties]
-  varlen-search=[varlen-search] vs-cpu=[vs-cpu] repeat=[repeat] align=[align] policy=[policy]
+  vs-cpu=[vs-cpu] repeat=[repeat] align=[align] policy=[policy]
   device-pointers=[bad-input]~[conformance]~[intra] graph=[graph]~[intra] sanitize=[sanitize]
   intra.grid=[intra][grid] intra.diag=[intra][diag] intra.decay=[intra][decay] intra.cumsum=[intra][cumsum]
   intra.graph=[intra][graph] intra.bad-input=[intra][bad-input] tma=[tma]~[intra] intra.tma=[intra][tma])

@@ -1,12 +1,20 @@
 // tests/test_core.cpp: host-only unit tests of the core (no backend): varlen mapping, tile
 // configuration, layout checks, dtype tables, the reference's own consistency.
-#include <kda/host_tensor.hpp>
+#include <kda/reference/host_tensor.hpp>
 #include <kda/intra.hpp>
 #include <kda/params.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 #include <kda/tile_config.hpp>
 #include <kda/validate.hpp>
+#include <kda/detail/blocks.hpp>
+#include <kda/detail/merge.hpp>
 #include <kda/varlen.hpp>
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
 
 #include "support/catch.hpp"
 
@@ -14,6 +22,19 @@
 static_assert(kda::tile_config<64, 16, 64>::NC == 4 && kda::tile_config<64, 16, 64>::NPAIR == 6);
 static_assert(kda::tile_config<32, 16, 32>::NC == 2 && kda::tile_config<32, 16, 32>::NPAIR == 1);
 static_assert(kda::tile_config<64, 16, 64>::pair(3, 2) == 5 && kda::tile_config<64, 16, 64>::pair(2, 0) == 1);
+// pair_of inverts pair for every chunk size
+template <class Cfg>
+constexpr bool pair_of_inverts_pair() {
+    for (int si = 1; si < Cfg::NC; ++si)
+        for (int sj = 0; sj < si; ++sj) {
+            int a = -1, b = -1;
+            Cfg::pair_of(Cfg::pair(si, sj), a, b);
+            if (a != si || b != sj) return false;
+        }
+    return true;
+}
+static_assert(pair_of_inverts_pair<kda::tile_config<32, 16, 32>>() && pair_of_inverts_pair<kda::tile_config<64, 16, 64>>() &&
+              pair_of_inverts_pair<kda::tile_config<128, 16, 64>>());
 static_assert(kda::default_bk(16) == 32 && kda::default_bk(32) == 32 && kda::default_bk(33) == 64);
 static_assert(kda::size_of(kda::dtype::bf16) == 2 && kda::size_of(kda::dtype::i64) == 8);
 static_assert(std::is_trivially_copyable_v<kda::inter_solve_params<kda::bf16_t>>);
@@ -25,6 +46,37 @@ TEST_CASE("prepare_chunk_indices matches ceil(len / BT) per sequence, empty sequ
     CHECK(ci == expect);
     CHECK(kda::prepare_chunk_indices(std::vector<std::int64_t>{0}, 64).empty());
     CHECK_THROWS_WITH(kda::prepare_chunk_indices(std::vector<std::int64_t>{0, 5, 3}, 64), Catch::Contains("non-decreasing"));
+}
+
+TEST_CASE("varlen slots without chunk_indices cover exactly prepare_chunk_indices", "[core][varlen]") {
+    std::mt19937_64 rng(9);
+    std::uniform_int_distribution<std::int64_t> len(0, 300), count(1, 40);
+    for (int trial = 0; trial < 300; ++trial) {
+        for (int BT : {32, 64}) {
+            std::vector<std::int64_t> cu{0};
+            const std::int64_t n = count(rng);
+            for (std::int64_t i = 0; i < n; ++i) cu.push_back(cu.back() + (trial % 5 == 0 ? len(rng) % 3 : len(rng)));
+            const std::vector<std::int64_t> expect = kda::prepare_chunk_indices(cu, BT);
+            std::vector<std::int64_t> got;
+            const std::int64_t slots = kda::varlen_slots(cu.back(), n, BT);
+            std::int64_t idle = 0;
+            for (std::int64_t v = 0; v < slots; ++v) {
+                const kda::chunk_coords c = kda::locate_varlen_slot(cu.data(), true, n, BT, v);
+                if (c.n == 0) {
+                    ++idle;
+                    continue;
+                }
+                // the sequence is the one starting at c.bos whose chunk c.t0 / BT this is
+                const auto it = std::upper_bound(cu.begin(), cu.end(), c.bos + c.t0) - 1;
+                got.push_back(it - cu.begin());
+                got.push_back(c.t0 / BT);
+                CHECK(c.n == std::min<std::int64_t>(BT, *(it + 1) - c.bos - c.t0));
+            }
+            INFO("trial " << trial << " BT " << BT << " sequences " << n);
+            CHECK(got == expect);
+            CHECK(idle <= n + 1);
+        }
+    }
 }
 
 TEST_CASE("chunk_map covers every token exactly once", "[core][varlen]") {
@@ -72,6 +124,89 @@ TEST_CASE("detail::udiv: 32-bit division where both operands fit, 64-bit otherwi
     dense.num_chunks = 2 * dense.chunks_per_row;
     CHECK(dense(dense.chunks_per_row + 5).b == 1);
     CHECK(dense(dense.chunks_per_row + 5).t0 == 5 * 64);
+}
+
+TEST_CASE("both gate splits reproduce the unsplit off-diagonal gate; every factor off the diagonal is <= 1", "[core][blocks]") {
+    using kda::detail::gate_split;
+    constexpr int BT = 64, BC = 16;
+    std::mt19937_64 rng(21);
+    std::uniform_real_distribution<double> decay(0.0, 1.5);
+    for (int n : {64, 57, 37, 17}) {
+        std::vector<double> g(BT, 0.0);  // one column of a decaying log2 gate, chunk-local cumsum
+        for (int r = 0; r < n; ++r) g[r] = (r > 0 ? g[r - 1] : 0.0) - decay(rng);
+        const int NS = (n + BC - 1) / BC;
+        double worst = 0;
+        for (gate_split split : {gate_split::next_first, gate_split::own_last})
+            for (int si = 1; si < NS; ++si)
+                for (int sj = 0; sj < si; ++sj) {
+                    const double gn = g[kda::detail::first_row(si, BC)];
+                    const double ref = g[kda::detail::split_row(split, sj, n, BC)];
+                    const double f = kda::detail::pair_exponent(gn, ref);
+                    CHECK(f <= 0);
+                    for (int j = sj * BC; j < sj * BC + kda::detail::rows_in(sj, n, BC); ++j) {
+                        const double up = kda::detail::up_exponent(ref, g[j]);
+                        CHECK(up <= 0);
+                        const double split_gate = std::exp2(up) * std::exp2(f), gate = std::exp2(gn - g[j]);
+                        worst = std::max(worst, std::abs(split_gate - gate) / gate);
+                    }
+                }
+        CHECK(worst < 1e-13);
+        // the fused diagonal blocks (own_last): f(m, m) = 2^(gn_m - gl_m) >= 1, and the split
+        // still gives 2^(g_i - g_j) for j <= i
+        for (int m = 0; m < NS; ++m) {
+            const double gn = g[kda::detail::first_row(m, BC)], gl = g[kda::detail::split_row(gate_split::own_last, m, n, BC)];
+            CHECK(kda::detail::pair_exponent(gn, gl) >= 0);
+            for (int i = m * BC; i < m * BC + kda::detail::rows_in(m, n, BC); ++i)
+                for (int j = m * BC; j <= i; ++j) {
+                    const double a = std::exp2(kda::detail::down_exponent(g[i], gn)) * std::exp2(kda::detail::up_exponent(gl, g[j])) *
+                                     std::exp2(kda::detail::pair_exponent(gn, gl));
+                    CHECK(std::abs(a - std::exp2(g[i] - g[j])) <= 1e-13 * std::exp2(g[i] - g[j]));
+                }
+        }
+    }
+    CHECK(kda::detail::rows_in(3, 57, 16) == 9);
+    CHECK(kda::detail::rows_in(4, 57, 16) == 0);
+    CHECK(kda::detail::last_row(3, 57, 16) == 56);
+    CHECK(kda::detail::split_row(gate_split::next_first, 1, 57, 16) == 32);
+    CHECK((kda::detail::aqk_keeps(3, 3) && !kda::detail::l_keeps(3, 3) && kda::detail::l_keeps(3, 2) && !kda::detail::aqk_keeps(2, 3)));
+    CHECK((kda::detail::akkd_keeps(3, 3, true) && !kda::detail::akkd_keeps(3, 3, false)));
+}
+
+TEST_CASE("both merge orders give the blocks of (I + L)^-1", "[core][merge]") {
+    using tile = Eigen::Matrix<double, 16, 16>;
+    struct ops_t {
+        static tile mm(const tile& a, const tile& b) { return a * b; }
+        static void mm_acc(tile& c, const tile& a, const tile& b) { c += a * b; }
+        static tile neg(const tile& a) { return -a; }
+    } ops;
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(-0.25, 0.25);
+    for (int NS : {4, 3, 2}) {
+        const int N = 16 * NS;
+        Eigen::MatrixXd L = Eigen::MatrixXd::Zero(N, N);
+        for (int i = 0; i < N; ++i)
+            for (int j = 0; j < i; ++j) L(i, j) = u(rng);
+        const Eigen::MatrixXd exact = (Eigen::MatrixXd::Identity(N, N) + L).inverse();
+        auto block = [](const Eigen::MatrixXd& m, int i, int j) -> tile { return m.block(16 * i, 16 * j, 16, 16); };
+        auto run = [&](bool two_by_two) {
+            tile ai[4][4];
+            for (int s = 0; s < NS; ++s) ai[s][s] = (tile::Identity() + block(L, s, s)).inverse();
+            auto get_l = [&](int i, int j) { return block(L, i, j); };
+            auto get_ai = [&](int i, int j) -> const tile& { return ai[i][j]; };
+            auto set = [&](int i, int j, const tile& t) { ai[i][j] = t; };
+            if (two_by_two)
+                kda::detail::merge_2x2(ops, get_l, get_ai, set);
+            else
+                kda::detail::merge_by_distance(ops, NS, get_l, get_ai, set);
+            double worst = 0;
+            for (int i = 0; i < NS; ++i)
+                for (int j = 0; j <= i; ++j) worst = std::max(worst, (ai[i][j] - block(exact, i, j)).cwiseAbs().maxCoeff());
+            return worst;
+        };
+        INFO("NS " << NS);
+        CHECK(run(false) < 1e-12);
+        if (NS == 4) CHECK(run(true) < 1e-12);
+    }
 }
 
 TEST_CASE("layout checks: self-overlap and byte ranges", "[core][validate]") {

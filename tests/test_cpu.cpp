@@ -1,7 +1,7 @@
 // tests/test_cpu.cpp: the conformance suite for the CPU backend, plus CPU-only checks (explicit
 // BK instantiations through the policy template, thread-count invariance).
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "conformance.hpp"
 #include "support/catch.hpp"

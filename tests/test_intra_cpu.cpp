@@ -1,5 +1,5 @@
 // tests/test_intra_cpu.cpp: the intra stage on the CPU backend (kda/intra.hpp, kda/cpu/intra.hpp)
-// against the float64 reference (kda/reference.hpp):
+// against the float64 reference (kda/reference/reference.hpp):
 //   [full]          chunk_kda_intra: every dtype, both flavours, BT 32 / 64, K 16 / 80 / 128 and
 //                   19 / 83 / 131 (not multiples of 16), GVA,
 //                   tails, varlen with and without chunk_indices (empty and short sequences), with
@@ -14,7 +14,7 @@
 // Tolerances are those of tests/support/metrics.hpp (full_precision_tolerance): bf16 / fp16
 // within 1.05x the rounding floor (+1e-6), fp32 1e-6 relative RMS, fp64 1e-12.
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include <algorithm>
 #include <cmath>

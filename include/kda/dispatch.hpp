@@ -16,6 +16,10 @@ namespace kda {
 template <class... Ts>
 struct type_list {};
 
+/// A list of compile-time values (a backend's K slices).
+template <int... V>
+struct int_list {};
+
 namespace detail {
 
 template <class... Ts, class F>
@@ -50,13 +54,12 @@ void dispatch_bt(int BT, F&& f) {
     }
 }
 
-template <class F>
-void dispatch_bk(int BK, F&& f) {
-    switch (BK) {
-        case 32: f.template operator()<32>(); return;
-        case 64: f.template operator()<64>(); return;
-        default: KDA_CHECK(false, "kda::inter_solve: BK " << BK << " has no instantiation (expected 32 or 64)");
-    }
+/// Calls f.template operator()<BK>() for the runtime BK, one of the backend's K slices.
+template <int... V, class F>
+void dispatch_bk(int_list<V...>, int BK, F&& f) {
+    bool hit = false;
+    ((BK == V ? (f.template operator()<V>(), hit = true) : false), ...);
+    KDA_CHECK(hit, "kda::inter_solve: BK " << BK << " is not one of the backend's K slices");
 }
 
 /// Calls Policy::template launch<X, variant<SafeGate, P>>(be, p, a) for the call's runtime modes.

@@ -4,7 +4,7 @@
 //       one compile-time tiling; writes Aqk's off-diagonal blocks (si > sj) and the lower block
 //       triangle (si >= sj, columns inside the chunk) of Akk = (I + L)^-1, and nothing else.
 //   kda::inter_solve(backend, problem, args)
-//       the same for the runtime BT, with BK = kda::default_bk(K).
+//       the same for the runtime BT, with the backend's K slice BK = Backend::default_bk(K).
 //
 // Both validate every argument first (kda::can_implement + the backend's own checks) and throw
 // kda::error naming the argument; nothing is written on failure. T == 0 is a no-op.
@@ -55,7 +55,7 @@ void inter_solve(const Backend& be, const inter_solve_problem& p, const inter_so
     detail::validate_or_throw(be, p, a);  // before any dispatch, so bad BT/K read as argument errors
     if (p.T == 0) return;
     detail::dispatch_bt(p.BT, [&]<int BT>() {
-        detail::dispatch_bk(default_bk(p.K), [&]<int BK>() {
+        detail::dispatch_bk(typename Backend::k_slices{}, Backend::default_bk(p.K), [&]<int BK>() {
             using policy = chunk_kda_inter_solve<Backend, BT, 16, BK>;
             detail::dispatch_modes<policy>(be, p, a);
         });

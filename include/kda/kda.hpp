@@ -4,7 +4,7 @@
 //   kda::chunk_kda_intra(kda::cpu_backend{}, problem, intra_args);     (kda/intra.hpp)
 //
 // The CUDA backend lives in <kda/cuda/inter_solve.cuh> (nvcc only); the float64 reference in
-// <kda/reference.hpp>.
+// <kda/reference/reference.hpp>.
 #pragma once
 
 #include "args.hpp"

@@ -47,11 +47,39 @@ axis_strides strides3(const basic_tensor_ref<Ptr>& t) {
 }
 }  // namespace detail
 
-/// Lowers validated arguments to params. `chunk_indices` overrides args.chunk_indices (a list the
-/// backend built itself); `num_chunks` is the length of the list in varlen mode.
+/// The chunk axis of validated arguments: dense rows of B batch rows, the caller's chunk_indices,
+/// or (varlen without them) the slots of the cu_seqlens search (varlen.hpp). Every backend and
+/// every stage builds its chunk axis here.
+inline chunk_grid make_chunk_grid(const tensor_ref& cu_seqlens, const tensor_ref& chunk_indices, std::int64_t B, std::int64_t T, int BT) {
+    chunk_grid r;
+    r.map.BT = BT;
+    r.map.T = T;
+    r.map.chunks_per_row = (T + BT - 1) / BT;
+    if (cu_seqlens.data == nullptr) {
+        r.map.num_chunks = B * r.map.chunks_per_row;
+        return r;
+    }
+    r.map.cu_seqlens = cu_seqlens.data;
+    r.map.cu_is64 = cu_seqlens.type == dtype::i64;
+    r.num_sequences = cu_seqlens.shape[0] - 1;
+    if (chunk_indices.data != nullptr || chunk_indices.rank == 2) {
+        r.map.chunk_indices = chunk_indices.data;
+        r.map.ci_is64 = chunk_indices.type == dtype::i64;
+        r.map.num_chunks = chunk_indices.shape[0];
+    } else {
+        r.map.num_chunks = varlen_slots(T, r.num_sequences, BT);
+    }
+    return r;
+}
+
+/// The chunk axis of an inter-solve or intra call.
+inline chunk_grid make_chunk_grid(const inter_solve_problem& p, const inter_solve_args& a) {
+    return make_chunk_grid(a.cu_seqlens, a.chunk_indices, p.B, p.T, p.BT);
+}
+
+/// Lowers validated arguments to params, with the call's chunk axis.
 template <class X>
-inter_solve_params<X> make_params(const inter_solve_problem& p, const inter_solve_args& a, const void* chunk_indices,
-                                  bool ci_is64, std::int64_t num_chunks) {
+inter_solve_params<X> make_params(const inter_solve_problem& p, const inter_solve_args& a, const chunk_grid& cg) {
     inter_solve_params<X> r;
     using acc = acc_t<X>;
     r.q = static_cast<const X*>(a.q.data);
@@ -73,18 +101,7 @@ inter_solve_params<X> make_params(const inter_solve_problem& p, const inter_solv
     r.HV = p.HV;
     r.K = p.K;
     r.scale = static_cast<acc>(p.scale);
-    r.chunks.BT = p.BT;
-    r.chunks.T = p.T;
-    r.chunks.chunks_per_row = (p.T + p.BT - 1) / p.BT;
-    if (a.cu_seqlens.data != nullptr) {
-        r.chunks.cu_seqlens = a.cu_seqlens.data;
-        r.chunks.cu_is64 = a.cu_seqlens.type == dtype::i64;
-        r.chunks.chunk_indices = chunk_indices;
-        r.chunks.ci_is64 = ci_is64;
-        r.chunks.num_chunks = num_chunks;
-    } else {
-        r.chunks.num_chunks = p.B * r.chunks.chunks_per_row;
-    }
+    r.chunks = cg.map;
     return r;
 }
 

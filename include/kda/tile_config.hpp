@@ -5,6 +5,7 @@
 // (1,0) -> 0, (2,0) -> 1, (2,1) -> 2, (3,0) -> 3, ...
 #pragma once
 
+#include "config.hpp"
 #include "types.hpp"
 
 namespace kda {
@@ -23,7 +24,14 @@ struct tile_config {
     static_assert(BK == 16 || BK == 32 || BK == 64 || BK == 128, "The K slice BK must be 16, 32, 64 or 128.");
 
     /// Index of the off-diagonal pair (si, sj), si > sj.
-    static constexpr int pair(int si, int sj) { return si * (si - 1) / 2 + sj; }
+    KDA_HOST_DEVICE static constexpr int pair(int si, int sj) { return si * (si - 1) / 2 + sj; }
+
+    /// The pair of index p (the inverse of pair): a fixed chain of NC - 2 compares.
+    KDA_HOST_DEVICE static constexpr void pair_of(int p, int& si, int& sj) {
+        si = 1;
+        for (int s = 2; s < NC; ++s) si += p >= pair(s, 0) ? 1 : 0;
+        sj = p - pair(si, 0);
+    }
 };
 
 /// Mode flags as a type (nvcc cannot take struct values as __global__ template arguments).
@@ -33,7 +41,7 @@ struct variant {
     static constexpr precision solve_precision = Precision;
 };
 
-/// The default K slice for a head dimension: a 32-wide slice wastes less on small K.
+/// The CPU backend's K slice for a head dimension: a 32-wide slice wastes less on small K.
 constexpr int default_bk(long long K) { return K <= 32 ? 32 : 64; }
 
 }  // namespace kda

@@ -1,8 +1,18 @@
-// kda/varlen.hpp: the map from a work item (chunk index) to the rows it covers.
+// kda/varlen.hpp: the map from a work item (chunk index) to the rows it covers, one for every backend.
 //
 // Dense mode: chunk i_t of NT_b = ceil(T / BT) per batch row covers tokens [c BT, min(T, (c+1) BT))
-// of batch row b = i_t / NT_b. Varlen mode (B == 1): chunk_indices[i_t] = (n, c) names chunk c of
-// sequence n, which covers tokens [cu[n] + c BT, min(cu[n+1], cu[n] + (c+1) BT)).
+// of batch row b = i_t / NT_b. Varlen mode (B == 1) with chunk_indices: chunk_indices[i_t] = (n, c)
+// names chunk c of sequence n, which covers tokens [cu[n] + c BT, min(cu[n+1], cu[n] + (c+1) BT)).
+// Varlen mode without chunk_indices: work slots found by a search over cu_seqlens
+// (locate_varlen_slot), so that no backend has to build a list (the CUDA backend may not allocate).
+//
+// The slots: with cu_seqlens of N + 1 offsets and chunk size BT, sequence n owns the slots
+//   [S(n), S(n + 1)),   S(n) = floor(cu[n] / BT) + n.
+// S is strictly increasing, and S(n + 1) - S(n) = floor(cu[n+1] / BT) - floor(cu[n] / BT) + 1 is at
+// least ceil(len_n / BT) (floor(a + b) >= floor(a) + floor(b)), so every chunk has a slot: slot v
+// of sequence n is its chunk c = v - S(n). A slot past the sequence's last chunk is idle (n = 0
+// rows); there are at most N + 1 of them among the S(N) = floor(T / BT) + N slots. Finding n is a
+// binary search over cu_seqlens: ceil(log2 N) reads per work item, no memory of its own.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +76,48 @@ struct chunk_map {
         }
         return c;
     }
+};
+
+/// Number of work slots for cu_seqlens of num_sequences + 1 entries ending at T.
+KDA_HOST_DEVICE constexpr std::int64_t varlen_slots(std::int64_t T, std::int64_t num_sequences, int BT) { return T / BT + num_sequences; }
+
+/// The rows of slot v; n == 0 marks an idle slot. `cu` holds num_sequences + 1 offsets.
+KDA_HOST_DEVICE inline chunk_coords locate_varlen_slot(const void* cu, bool cu_is64, std::int64_t num_sequences, int BT, std::int64_t v) {
+    std::int64_t lo = 0, hi = num_sequences - 1;  // the last n with S(n) <= v (S(0) = 0 <= v)
+    while (lo < hi) {
+        const std::int64_t mid = lo + (hi - lo + 1) / 2;
+        if (detail::udiv(detail::load_index(cu, cu_is64, mid), BT) + mid <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    chunk_coords c;
+    c.b = 0;
+    c.bos = detail::load_index(cu, cu_is64, lo);
+    const std::int64_t eos = detail::load_index(cu, cu_is64, lo + 1);
+    c.t0 = (v - (detail::udiv(c.bos, BT) + lo)) * BT;
+    const std::int64_t left = eos - c.bos - c.t0;
+    c.n = left <= 0 ? 0 : (left < BT ? left : BT);
+    return c;
+}
+
+/// The rows of work item i_t: chunk_map's own mapping (dense, or varlen with chunk_indices), or
+/// the search above (varlen without chunk_indices). n == 0: an idle slot, nothing to do.
+KDA_HOST_DEVICE inline chunk_coords locate_chunk(const chunk_map& m, std::int64_t num_sequences, std::int64_t i_t) {
+    if (m.cu_seqlens != nullptr && m.chunk_indices == nullptr) return locate_varlen_slot(m.cu_seqlens, m.cu_is64, num_sequences, m.BT, i_t);
+    return m(i_t);
+}
+
+/// The chunk axis of one call, as every backend walks it: the map and, for the cu_seqlens search,
+/// the number of sequences (params.hpp: make_chunk_grid builds it from the arguments).
+struct chunk_grid {
+    chunk_map map;
+    std::int64_t num_sequences = 0;  // varlen: N
+
+    /// Work items along the chunk axis (slots, in the search).
+    [[nodiscard]] KDA_HOST_DEVICE std::int64_t num_chunks() const { return map.num_chunks; }
+    /// The rows of work item i_t (n == 0: an idle slot of the search).
+    [[nodiscard]] KDA_HOST_DEVICE chunk_coords operator()(std::int64_t i_t) const { return locate_chunk(map, num_sequences, i_t); }
 };
 
 /// FLA's prepare_chunk_indices: for cu_seqlens of N + 1 entries, the flat list of (n, c) pairs,

@@ -27,7 +27,8 @@ get_filename_component(pkg "${config}" DIRECTORY)
 set(missing "")
 foreach(f "${pkg}/kdaConfigVersion.cmake" "${pkg}/kdaTargets.cmake"
           "${KDA_PREFIX}/include/kda/kda.hpp" "${KDA_PREFIX}/include/kda/cpu/inter_solve.hpp"
-          "${KDA_PREFIX}/include/kda/reference.hpp" "${KDA_PREFIX}/include/kda/detail/schedule.hpp")
+          "${KDA_PREFIX}/include/kda/reference/reference.hpp" "${KDA_PREFIX}/include/kda/reference/host_tensor.hpp"
+          "${KDA_PREFIX}/include/kda/detail/schedule.hpp")
   if(NOT EXISTS "${f}")
     list(APPEND missing "${f}")
   endif()

@@ -5,7 +5,7 @@
 // fp32 data, whose rounding floor is about 3e-8), Akk's diagonal is exactly 1, the entries the step
 // does not own keep their sentinel, and a bad argument is refused with a kda::error that names it.
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include <cmath>
 #include <cstdio>

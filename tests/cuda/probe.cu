@@ -85,12 +85,15 @@ bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_a
     device_copies dc;
     const inter_solve_args d = dc.all(h);
     const cuda_backend be{.stream = dc.stream};
-    using cfg = tile_config<64, 16, 64>;
+    using cfg = tile_config<64, 16, cuda_backend::k_slice>;
     kda::cuda::kernel_params<bf16_t> kp;
+    auto maps = [&]<class Step>() {
+        kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, Step, precision::tf32>, Step>(kp, be, d);
+    };
     if (intra)
-        kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, true, precision::tf32>>(kp, be, d, true);
+        maps.template operator()<kda::cuda::fused_intra_step>();
     else
-        kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, false, precision::tf32>>(kp, be, d, false);
+        maps.template operator()<kda::cuda::inter_solve_step>();
     return kp.tma;
 }
 
@@ -156,7 +159,7 @@ void run_policy(const inter_solve_problem& p, const inter_solve_args& h, int BK)
     const inter_solve_args d = dc.all(h);
     const cuda_backend be{dc.stream};
     kda::detail::dispatch_bt(p.BT, [&]<int BT>() {
-        kda::detail::dispatch_bk(BK, [&]<int BK_>() { chunk_kda_inter_solve<cuda_backend, BT, 16, BK_>::run(be, p, d); });
+        kda::detail::dispatch_bk(int_list<16, 32>{}, BK, [&]<int BK_>() { chunk_kda_inter_solve<cuda_backend, BT, 16, BK_>::run(be, p, d); });
     });
     dc.finish(h, d);
 }

@@ -37,7 +37,7 @@ std::string run_without_host_copies(const inter_solve_problem& p, const inter_so
 /// it `replays` times and copies the outputs back into host_args' outputs.
 void run_in_graph(const inter_solve_problem& p, const inter_solve_args& host_args, int replays);
 
-/// Runs chunk_kda_inter_solve<cuda_backend, p.BT, 16, BK>::run (BK 32 or 64) and copies the
+/// Runs chunk_kda_inter_solve<cuda_backend, p.BT, 16, BK>::run (BK 16 or 32) and copies the
 /// outputs back.
 void run_policy(const inter_solve_problem& p, const inter_solve_args& host_args, int BK);
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <kda/args.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 namespace kda::testing {
 

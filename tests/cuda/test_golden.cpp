@@ -13,7 +13,7 @@
 #include <kda/intra.hpp>
 #include <kda/io/safetensors.hpp>
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "support/catch.hpp"
 #include "support/metrics.hpp"

@@ -23,7 +23,7 @@
 #include <cuda_bridge.hpp>
 #include <kda/intra.hpp>
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "cuda/probe.hpp"
 #include "cuda/runners.hpp"

@@ -20,10 +20,10 @@
 
 #include <sys/wait.h>
 
-#include <kda/host_tensor.hpp>
 #include <kda/io/case.hpp>
 #include <kda/io/safetensors.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/host_tensor.hpp>
+#include <kda/reference/reference.hpp>
 
 namespace kda::testing::io {
 

@@ -14,7 +14,7 @@
 #include <kda/io/case.hpp>
 #include <kda/io/safetensors.hpp>
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "io/io_support.hpp"
 #include "support/catch.hpp"

@@ -23,7 +23,7 @@
 #include <kda/io/case.hpp>
 #include <kda/io/safetensors.hpp>
 #include <kda/kda.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "support/catch.hpp"
 #include "support/metrics.hpp"

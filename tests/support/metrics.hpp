@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include <kda/host_tensor.hpp>
-#include <kda/reference.hpp>
+#include <kda/reference/host_tensor.hpp>
+#include <kda/reference/reference.hpp>
 
 #include "bounds.hpp"
 

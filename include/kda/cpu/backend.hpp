@@ -2,11 +2,13 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cstdint>
 #include <thread>
 
 #include "../args.hpp"
 #include "../config.hpp"
 #include "../dispatch.hpp"
+#include "../tile_config.hpp"
 #include "../types.hpp"
 #include "../validate.hpp"
 
@@ -24,6 +26,9 @@ struct cpu_backend {
     int threads = 0;
 
     using element_types = type_list<bf16_t, fp16_t, float, double>;
+    /// The K slices kda::inter_solve and kda::chunk_kda_intra instantiate, and the one a call takes.
+    using k_slices = int_list<32, 64>;
+    static constexpr int default_bk(std::int64_t K) { return kda::default_bk(K); }
 
     static backend_caps caps() {
         backend_caps c;

@@ -2,7 +2,9 @@
 //
 // Work items are (chunk, value head) pairs; a pool of cpu_backend::threads workers takes them in
 // blocks from an atomic counter. Each item runs detail::inter_solve_chunk with Eigen tiles. Items
-// write disjoint rows, so no synchronisation is needed beyond joining the workers.
+// write disjoint rows, so no synchronisation is needed beyond joining the workers. The chunk axis
+// is make_chunk_grid's (params.hpp), as on every backend: a varlen call without chunk_indices
+// walks the slots of the cu_seqlens search, and an idle slot does nothing.
 #pragma once
 
 #include <algorithm>
@@ -48,29 +50,6 @@ void parallel_for(std::int64_t count, int threads, const Body& body) {
     worker(0);
 }
 
-/// The chunk list of a varlen call: the caller's chunk_indices, or, without them, a list built
-/// from cu_seqlens here (the CPU backend may allocate). Empty in dense mode.
-struct chunk_list {
-    std::vector<std::int64_t> built;
-    const void* ci = nullptr;
-    bool ci64 = true;
-    std::int64_t count = 0;
-
-    chunk_list(const inter_solve_args& a, int BT) {
-        if (a.cu_seqlens.data == nullptr) return;
-        if (a.chunk_indices.data != nullptr || a.chunk_indices.rank == 2) {
-            ci = a.chunk_indices.data;
-            ci64 = a.chunk_indices.type == dtype::i64;
-            count = a.chunk_indices.shape[0];
-        } else {
-            built = prepare_chunk_indices(kda::detail::read_indices(a.cu_seqlens), BT);
-            ci = built.data();
-            count = static_cast<std::int64_t>(built.size() / 2);
-        }
-    }
-    chunk_list(const chunk_list&) = delete;  // ci may point into `built`
-    chunk_list& operator=(const chunk_list&) = delete;
-};
 }  // namespace cpu
 
 template <int BT, int BC, int BK>
@@ -85,16 +64,16 @@ struct chunk_kda_inter_solve<cpu_backend, BT, BC, BK> {
     /// Computes on validated arguments (called by the dispatcher).
     template <class X, class Mode>
     static void launch(const cpu_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
-        const cpu::chunk_list chunks(a, BT);
-        const inter_solve_params<X> P = make_params<X>(p, a, chunks.ci, chunks.ci64, chunks.count);
+        const chunk_grid grid = make_chunk_grid(p, a);
+        const inter_solve_params<X> P = make_params<X>(p, a, grid);
         using ops_t = cpu::tile_ops<X, config, Mode>;
         const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
         std::vector<cpu::scratch<acc_t<X>>> scratch(static_cast<std::size_t>(nt));
         for (auto& s : scratch) s.reserve(static_cast<std::size_t>(BT * ops_t::padded_k(p.K)));
         cpu::parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
-            const std::int64_t i_t = item / P.HV;
-            const std::int64_t hv = item % P.HV;
-            ops_t ops(P, P.chunks(i_t), hv, scratch[static_cast<std::size_t>(worker)]);
+            const chunk_coords c = grid(item / P.HV);
+            if (c.n <= 0) return;  // an idle slot of the varlen search
+            ops_t ops(P, c, item % P.HV, scratch[static_cast<std::size_t>(worker)]);
             detail::inter_solve_chunk<config, Mode>(ops);
         });
     }

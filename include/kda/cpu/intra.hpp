@@ -4,7 +4,7 @@
 //   chunk_kda_intra_policy<cpu_backend, BT, BC>::launch_intra  the whole stage (cpu::run_intra):
 //       per work item, the producer into Akkd (the caller's workspace, or one allocated per call),
 //       then the inter-solve step (detail::inter_solve_chunk over cpu::tile_ops, BK =
-//       default_bk(K)) on the same staged rows
+//       cpu_backend::default_bk(K)) on the same staged rows
 //   chunk_local_cumsum_impl<cpu_backend>::run                  the gate cumsum
 //
 // Work items are (chunk, value head) pairs on cpu::parallel_for, as in cpu/inter_solve.hpp; each
@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../detail/blocks.hpp"
 #include "../intra.hpp"
 #include "../params.hpp"
 #include "../tile_config.hpp"
@@ -102,7 +103,7 @@ private:
                     const row gij = gi - map_row(staged(buf_.g, s0 + j, k0));
                     const row w = map_row(staged(buf_.k, s0 + j, k0)) * exp2_accurate<row>(gij);
                     S(i, j) += (qi * w).sum();
-                    if (j < i) L(i, j) += (ki * w).sum();
+                    if (kda::detail::l_keeps(i, j)) L(i, j) += (ki * w).sum();
                 }
             }
     }
@@ -152,7 +153,7 @@ private:
         for (int i = 0; i < ns; ++i) {
             const std::int64_t t = token(s0 + i);
             X* aqk = P_.Aqk + P_.Aqk_s.at(c_.b, t, hv_) + s0;
-            for (int j = 0; j < ns; ++j) aqk[j] = from_acc<X>(j <= i ? S(i, j) * P_.scale : acc(0));
+            for (int j = 0; j < ns; ++j) aqk[j] = from_acc<X>(kda::detail::aqk_keeps(i, j) ? S(i, j) * P_.scale : acc(0));
             acc* akkd = Akkd_ + Akkd_s_.at(c_.b, t, hv_);
             for (int j = 0; j < BC; ++j) akkd[j] = D(i, j);
         }
@@ -184,8 +185,8 @@ void run_intra_diag(const cpu_backend& be, const intra_problem& p, const intra_d
     using item_t = intra_diag_item<X, BT, BC, SafeGate>;
     using acc = acc_t<X>;
     const inter_solve_args ia = kda::detail::as_inter_solve(a);
-    const chunk_list chunks(ia, BT);
-    const inter_solve_params<X> P = make_params<X>(p, ia, chunks.ci, chunks.ci64, chunks.count);
+    const chunk_grid grid = make_chunk_grid(p, ia);
+    const inter_solve_params<X> P = make_params<X>(p, ia, grid);
     acc* akkd = static_cast<acc*>(a.Akkd.data);
     const axis_strides akkd_s = kda::detail::strides3(a.Akkd);
     const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
@@ -193,7 +194,9 @@ void run_intra_diag(const cpu_backend& be, const intra_problem& p, const intra_d
     const std::int64_t kp = item_t::padded_k(p.K);
     for (auto& s : buf) s.reserve(static_cast<std::size_t>(BT * kp));
     parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
-        const item_t it(P, akkd, akkd_s, P.chunks(item / P.HV), item % P.HV, buf[static_cast<std::size_t>(worker)], kp);
+        const chunk_coords c = grid(item / P.HV);
+        if (c.n <= 0) return;  // an idle slot of the varlen search
+        const item_t it(P, akkd, akkd_s, c, item % P.HV, buf[static_cast<std::size_t>(worker)], kp);
         it.run();
     });
 }
@@ -207,15 +210,16 @@ void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_
     using item_t = intra_diag_item<X, Cfg::BT, Cfg::BC, Mode::safe_gate>;
     using ops_t = tile_ops<X, Cfg, Mode>;
     using acc = acc_t<X>;
-    const chunk_list chunks(ia, Cfg::BT);
-    const inter_solve_params<X> P = make_params<X>(p, ia, chunks.ci, chunks.ci64, chunks.count);
+    const chunk_grid grid = make_chunk_grid(p, ia);
+    const inter_solve_params<X> P = make_params<X>(p, ia, grid);
     const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, P.num_items())));
     const std::int64_t kp = item_t::padded_k(p.K, std::max(item_t::slice_k, Cfg::BK));  // whole slices for both
     std::vector<scratch<acc>> buf(static_cast<std::size_t>(nt));
     for (auto& s : buf) s.reserve(static_cast<std::size_t>(Cfg::BT * kp));
     parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
         scratch<acc>& b = buf[static_cast<std::size_t>(worker)];
-        const chunk_coords c = P.chunks(item / P.HV);
+        const chunk_coords c = grid(item / P.HV);
+        if (c.n <= 0) return;  // an idle slot of the varlen search
         const std::int64_t hv = item % P.HV;
         item_t(P, akkd, akkd_s, c, hv, b, kp).run();
         ops_t ops(P, c, hv, b, typename ops_t::prestaged{kp});
@@ -248,7 +252,7 @@ struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
         ia.Akkd = as_const(akkd);
         // the CPU computes every precision alike: one inter-solve instantiation per flavour
         using solve_mode = variant<Mode::safe_gate, cpu_backend::effective_precision(Mode::solve_precision)>;
-        detail::dispatch_bk(default_bk(p.K), [&]<int BK>() {
+        detail::dispatch_bk(cpu_backend::k_slices{}, cpu_backend::default_bk(p.K), [&]<int BK>() {
             cpu::run_intra<X, tile_config<BT, BC, BK>, solve_mode>(be, p, ia, static_cast<acc*>(akkd.data), detail::strides3(akkd));
         });
     }
@@ -259,11 +263,6 @@ struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
 
 namespace cpu {
 
-/// One (sequence chunk, value head) item: rows [t0, t0 + n) of batch row b.
-struct cumsum_segment {
-    std::int64_t b = 0, t0 = 0, n = 0;
-};
-
 /// Chunk-local sums of the activated gates, for g of storage type X. Sums run in acc_t<X> (fp32
 /// for bf16 / fp16 / fp32 input, fp64 for fp64) with Neumaier's compensation, so a chunk of BT
 /// terms costs about one rounding instead of BT; the activations use Eigen's vectorised exp /
@@ -272,22 +271,14 @@ template <class X>
 void run_cumsum(const cpu_backend& be, const cumsum_problem& p, const cumsum_args& a) {
     using acc = acc_t<X>;
     using vec = Eigen::Array<acc, Eigen::Dynamic, 1>;
-    std::vector<cumsum_segment> segs;
-    if (a.cu_seqlens.data != nullptr) {
-        const auto cu = kda::detail::read_indices(a.cu_seqlens);
-        for (std::size_t n = 0; n + 1 < cu.size(); ++n)
-            for (std::int64_t t0 = cu[n]; t0 < cu[n + 1]; t0 += p.BT) segs.push_back({0, t0, std::min<std::int64_t>(p.BT, cu[n + 1] - t0)});
-    } else {
-        for (std::int64_t b = 0; b < p.B; ++b)
-            for (std::int64_t t0 = 0; t0 < p.T; t0 += p.BT) segs.push_back({b, t0, std::min<std::int64_t>(p.BT, p.T - t0)});
-    }
+    const chunk_grid grid = make_chunk_grid(a.cu_seqlens, tensor_ref{}, p.B, p.T, p.BT);
     const auto* g = static_cast<const X*>(a.g.data);
     auto* out = static_cast<acc*>(a.g_out.data);
     const axis_strides gs = kda::detail::strides3(a.g), os = kda::detail::strides3(a.g_out);
     const bool act = p.activation != gate_activation::none;
     const auto* A_log = act && !a.A_log.empty_view() ? static_cast<const acc*>(a.A_log.data) : nullptr;
     const auto* dt_bias = act && !a.dt_bias.empty_view() ? static_cast<const acc*>(a.dt_bias.data) : nullptr;
-    const std::int64_t K = p.K, HV = p.HV, items = static_cast<std::int64_t>(segs.size()) * HV;
+    const std::int64_t K = p.K, HV = p.HV, items = grid.num_chunks() * HV;
     const acc scale = static_cast<acc>(p.scale), lower = static_cast<acc>(p.lower_bound);
     const int nt = static_cast<int>(std::min<std::int64_t>(be.resolved_threads(), std::max<std::int64_t>(1, items)));
     struct work {
@@ -297,7 +288,8 @@ void run_cumsum(const cpu_backend& be, const cumsum_problem& p, const cumsum_arg
     for (auto& w : buf)
         for (vec* v : {&w.x, &w.bias, &w.s, &w.c, &w.d, &w.t}) v->resize(K);
     parallel_for(items, nt, [&](std::int64_t item, int worker) {
-        const cumsum_segment sg = segs[static_cast<std::size_t>(item / HV)];
+        const chunk_coords c = grid(item / HV);
+        if (c.n <= 0) return;  // an idle slot of the varlen search
         const std::int64_t hv = item % HV;
         work& w = buf[static_cast<std::size_t>(worker)];
         // exp(A_log[hv]) (1 without A_log), and the bias row
@@ -305,9 +297,9 @@ void run_cumsum(const cpu_backend& be, const cumsum_problem& p, const cumsum_arg
         for (std::int64_t k = 0; k < K; ++k) w.bias[k] = dt_bias != nullptr ? dt_bias[(hv * K + k) * a.dt_bias.stride[0]] : acc(0);
         w.s.setZero();
         w.c.setZero();
-        for (std::int64_t r = 0; r < sg.n; ++r) {
-            const std::int64_t t = sg.t0 + r;
-            const X* src = g + gs.at(sg.b, t, hv);
+        for (std::int64_t r = 0; r < c.n; ++r) {
+            const std::int64_t t = c.bos + c.t0 + r;
+            const X* src = g + gs.at(c.b, t, hv);
             for (std::int64_t k = 0; k < K; ++k) {
                 if constexpr (std::is_same_v<X, acc>)
                     w.x[k] = src[k];
@@ -334,7 +326,7 @@ void run_cumsum(const cpu_backend& be, const cumsum_problem& p, const cumsum_arg
             w.t = w.s + w.d;
             w.c += (w.s.abs() >= w.d.abs()).select((w.s - w.t) + w.d, (w.d - w.t) + w.s);
             w.s = w.t;
-            acc* dst = out + os.at(sg.b, t, hv);
+            acc* dst = out + os.at(c.b, t, hv);
             for (std::int64_t k = 0; k < K; ++k) dst[k] = (w.s[k] + w.c[k]) * scale;
         }
     });

@@ -15,6 +15,7 @@
 #include <numbers>
 #include <vector>
 
+#include "../detail/blocks.hpp"
 #include "../params.hpp"
 #include "../tile_config.hpp"
 #include "../varlen.hpp"
@@ -151,10 +152,7 @@ public:
         }
     }
 
-    [[nodiscard]] int rows(int s) const {
-        const std::int64_t r = c_.n - static_cast<std::int64_t>(s) * BC;
-        return static_cast<int>(std::clamp<std::int64_t>(r, 0, BC));
-    }
+    [[nodiscard]] int rows(int s) const { return kda::detail::rows_in(s, c_.n, BC); }
     [[nodiscard]] int num_k() const { return static_cast<int>(P_.K); }
 
     slice load_q(int s, int k0) const { return load_slice(buf_.q, s, k0); }
@@ -177,7 +175,7 @@ public:
     }
 
     /// 2^(gn - gr).
-    static vec pair_gate(const vec& gn, const vec& gr) { return exp2_of<1, BK>((gn - gr).array()); }
+    static vec pair_gate(const vec& gn, const vec& gr) { return exp2_of<1, BK>(kda::detail::pair_exponent(gn, gr).array()); }
     /// Row k of xt times f[k].
     static tslice scale_k(const tslice& xt, const vec& f) { return f.transpose().asDiagonal() * xt; }
 

@@ -1,8 +1,9 @@
 // kda/cuda/backend.hpp: the CUDA backend's state, declared capabilities and device-pointer checks.
 //
-// Parses with a host compiler (it includes only the CUDA runtime API and the half-type headers);
-// the device code is in kernel.cuh and the launch code in launch.cuh, which need nvcc. Users
-// include <kda/cuda/inter_solve.cuh>.
+// Parses with a host compiler (it includes only the CUDA runtime API, the half-type headers and
+// the tuning table); the device code (ptx.cuh, mma.cuh, traits.cuh, phases.cuh, intra_kernel.cuh)
+// and the launchers (launch.cuh) need nvcc. Users include <kda/cuda/inter_solve.cuh> and
+// <kda/cuda/intra.cuh>.
 //
 //   kda::inter_solve(kda::cuda_backend{stream}, problem, args);   // args hold device pointers
 //
@@ -24,6 +25,7 @@
 #include "../dispatch.hpp"
 #include "../types.hpp"
 #include "../validate.hpp"
+#include "tuning.hpp"
 
 /// KDA_CUDA_CHECK(expr): throws kda::error naming the call and CUDA's description of the error.
 #ifndef KDA_CUDA_CHECK
@@ -60,6 +62,14 @@ struct cuda_backend {
     bool fuse_intra = true;
 
     using element_types = type_list<bf16_t, fp16_t, float>;
+    /// The K slice the runtime entry points instantiate: the tuning table's (tuning.hpp; the same
+    /// for both precisions, as kda::inter_solve picks BK before the precision). An explicit
+    /// chunk_kda_inter_solve<cuda_backend, BT, 16, BK> may also take BK = 32.
+    static constexpr int k_slice = cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::tf32).k_slice;
+    static_assert(k_slice == cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::fp32).k_slice,
+                  "Both precisions of the inter-solve step must share the K slice.");
+    using k_slices = int_list<k_slice>;
+    static constexpr int default_bk(std::int64_t) { return k_slice; }
 
     static backend_caps caps() {
         backend_caps c;

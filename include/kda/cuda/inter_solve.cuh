@@ -1,8 +1,8 @@
 // kda/cuda/inter_solve.cuh: chunk_kda_inter_solve for kda::cuda_backend (include this; nvcc only).
 //
 //   #include <kda/cuda/inter_solve.cuh>
-//   kda::inter_solve(kda::cuda_backend{stream}, problem, args);      // runtime BT, BK = default_bk(K)
-//   kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 64>::run(kda::cuda_backend{stream}, problem, args);
+//   kda::inter_solve(kda::cuda_backend{stream}, problem, args);      // runtime BT, BK = cuda_backend::k_slice
+//   kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 16>::run(kda::cuda_backend{stream}, problem, args);
 //
 // Writes Aqk's off-diagonal blocks and the lower block triangle of Akk = (I + L)^-1 (see
 // ALGORITHM.md) with one kernel launch on the stream. Every tensor must be device-accessible
@@ -22,6 +22,8 @@ namespace kda {
 template <int BT, int BC, int BK>
 struct chunk_kda_inter_solve<cuda_backend, BT, BC, BK> {
     using config = tile_config<BT, BC, BK>;
+    static_assert(BK == 16 || BK == 32, "kda::chunk_kda_inter_solve<cuda_backend, BT, BC, BK>: the CUDA kernel's K slice BK must be 16 (the tuned "
+                                        "one, cuda_backend::k_slice) or 32; at 64 a block needs over 130 KB of shared memory.");
 
     /// Validates, then launches. See kda/inter_solve.hpp.
     static void run(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
@@ -31,7 +33,7 @@ struct chunk_kda_inter_solve<cuda_backend, BT, BC, BK> {
     /// Launches on validated arguments (called by the dispatcher).
     template <class X, class Mode>
     static void launch(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
-        cuda::launch_inter_solve<X, config, Mode>(be, p, a);
+        cuda::launch_chunk_kernel<X, config, Mode, cuda::inter_solve_step>(be, p, a);
     }
 };
 

@@ -25,8 +25,9 @@
 
 #include "../intra.hpp"
 #include "../params.hpp"
-#include "kernel.cuh"
-#include "varlen_search.hpp"
+#include "../varlen.hpp"
+#include "mma.cuh"
+#include "ptx.cuh"
 
 namespace kda::cuda {
 
@@ -49,7 +50,7 @@ inline constexpr int diag_warps = 4;
 /// term.
 inline constexpr float diag_factor_bound = 64.f;
 
-/// The warp's shared memory: three [16, 36] fp32 tiles.
+/// The warp's shared memory: three [16, 40] fp32 tiles (diag_pitch).
 struct diag_smem {
     float q[diag_bc * diag_pitch];
     float k[diag_bc * diag_pitch];

@@ -1,10 +1,15 @@
-// kda/cuda/launch.cuh: host side of the CUDA backend: lowers validated arguments to kernel params
-// and launches one kernel on the backend's stream (no allocation, no synchronisation).
+// kda/cuda/launch.cuh: the CUDA backend's launchers (nvcc only): each lowers validated arguments
+// to its kernel's params and launches one kernel on the backend's stream (no allocation, no
+// synchronisation):
+//   launch_chunk_kernel   the chunk kernel (phases.cuh) for one step (traits.cuh)
+//   launch_diag           the diagonal-block producer (intra_kernel.cuh)
+//   launch_cumsum         the gate cumsum (intra_kernel.cuh)
 //
-// Tuning choices (K slice, pipeline depth, warps, occupancy) live in tuning.hpp.
-// Grid: min(items, 2^31 - 1) blocks over items = chunks x HV (a grid-stride loop covers the rest).
-// Varlen without chunk_indices: the kernel finds each work slot's sequence by a binary search over
-// cu_seqlens (varlen_search.hpp), floor(T / BT) + N slots in all.
+// Tuning choices (pipeline depth, warps, occupancy, ...) live in tuning.hpp.
+// Grid: min(items, 2^31 - 1) blocks over the work items (a grid-stride loop covers the rest).
+// The chunk axis is make_chunk_grid's (params.hpp): varlen without chunk_indices, the kernel finds
+// each work slot's sequence by a binary search over cu_seqlens (varlen.hpp), floor(T / BT) + N
+// slots in all.
 //
 // Staging: on a device of compute capability 9.0 or later (and unless cuda_backend::use_tma is
 // false), q, k, g and Akkd go through the tensor copy engine when each of them can be described by
@@ -23,11 +28,13 @@
 #include <cstdint>
 
 #include "../args.hpp"
+#include "../intra.hpp"
 #include "../params.hpp"
 #include "../tensor.hpp"
 #include "backend.hpp"
-#include "kernel.cuh"
-#include "varlen_search.hpp"
+#include "intra_kernel.cuh"
+#include "phases.cuh"
+#include "traits.cuh"
 
 namespace kda::cuda {
 
@@ -113,57 +120,91 @@ inline bool device_supports_tma() {
 }
 
 /// Fills kp.tm and sets kp.tma where the copy engine can stage every tensor the kernel reads in
-/// slices (q, k, g; Akkd too unless `intra`).
-template <class X, class Traits>
-void make_tma_maps(kernel_params<X>& kp, const cuda_backend& be, const inter_solve_args& a, bool intra) {
+/// slices (q, k, g; Akkd too where the step reads it).
+template <class X, class Traits, class Step>
+void make_tma_maps(kernel_params<X>& kp, const cuda_backend& be, const inter_solve_args& a) {
     kp.tma = false;
     if (!be.use_tma || !device_supports_tma()) return;
     const auto enc = tensor_map_encoder();
     bool ok = encode_rows(enc, kp.tm.q, a.q, Traits::BK, Traits::BT) && encode_rows(enc, kp.tm.k, a.k, Traits::BK, Traits::BT) &&
               encode_rows(enc, kp.tm.g, a.g, Traits::BK, Traits::BT);
-    if (!intra) ok = ok && encode_rows(enc, kp.tm.akkd, a.Akkd, Traits::BC, Traits::BT);
+    if (Step::reads_akkd) ok = ok && encode_rows(enc, kp.tm.akkd, a.Akkd, Traits::BC, Traits::BT);
     kp.tma = ok;
 }
 
-/// Launches the kernel for validated arguments: the inter-solve step (Intra = false; called by
-/// chunk_kda_inter_solve<cuda_backend>::launch) or the fused intra stage (Intra = true; a.Akkd is
-/// not read).
-template <class X, class Cfg, class Mode, bool Intra = false>
-void launch_inter_solve(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
-    using traits = kernel_traits<X, Cfg, Intra, Mode::solve_precision>;
-    const void* ci = nullptr;
-    bool ci64 = true;
-    std::int64_t num_chunks = 0;
-    std::int64_t num_sequences = 0;
-    if (a.cu_seqlens.data != nullptr) {
-        num_sequences = a.cu_seqlens.shape[0] - 1;
-        if (a.chunk_indices.data != nullptr || a.chunk_indices.rank == 2) {
-            ci = a.chunk_indices.data;
-            ci64 = a.chunk_indices.type == dtype::i64;
-            num_chunks = a.chunk_indices.shape[0];
-        } else {
-            num_chunks = varlen_slots(p.T, num_sequences, Cfg::BT);
-        }
-    }
+/// Launches the chunk kernel for validated arguments: Step = inter_solve_step (called by
+/// chunk_kda_inter_solve<cuda_backend>::launch, and by the two-kernel intra stage) or
+/// fused_intra_step (chunk_kda_intra; a.Akkd is not read).
+template <class X, class Cfg, class Mode, class Step>
+void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
+    using traits = kernel_traits<X, Cfg, Step, Mode::solve_precision>;
+    const chunk_grid grid = make_chunk_grid(p, a);
     kernel_params<X> kp;
-    kp.p = make_params<X>(p, a, ci, ci64, num_chunks);
-    kp.num_sequences = num_sequences;
+    kp.p = make_params<X>(p, a, grid);
+    kp.num_sequences = grid.num_sequences;
     kp.group = p.HV / p.H;
     kp.vec_q = vector_loads_ok(a.q, p.K);
     kp.vec_k = vector_loads_ok(a.k, p.K);
     kp.vec_g = vector_loads_ok(a.g, p.K);
     kp.pair_out = pair_stores_ok(as_const(a.Aqk)) && pair_stores_ok(as_const(a.Akk));
     kp.vec_out = rows_vector_aligned(as_const(a.Aqk)) && rows_vector_aligned(as_const(a.Akk));
-    kp.vec_akkd = !Intra && rows_vector_aligned(a.Akkd);
+    kp.vec_akkd = Step::reads_akkd && rows_vector_aligned(a.Akkd);
     const std::int64_t items = kp.p.num_items();
     if (items == 0) return;
-    make_tma_maps<X, traits>(kp, be, a, Intra);
+    make_tma_maps<X, traits, Step>(kp, be, a);
 
-    auto* kernel = &inter_solve_kernel<X, Cfg, Mode, Intra>;
+    auto* kernel = &chunk_kernel<X, Cfg, Mode, Step>;
     constexpr int smem = traits::smem_bytes;
     if constexpr (smem > 48 * 1024) KDA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const auto grid = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
-    kernel<<<grid, traits::threads, smem, be.stream>>>(kp);
+    const auto grid_size = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
+    kernel<<<grid_size, traits::threads, smem, be.stream>>>(kp);
+    KDA_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Launches the diagonal-block producer on validated arguments.
+template <class X, bool SafeGate>
+void launch_diag(const cuda_backend& be, const intra_problem& p, const intra_diag_args& a) {
+    const inter_solve_args ia = kda::detail::as_inter_solve(a);
+    const chunk_grid grid = make_chunk_grid(p, ia);
+    diag_kernel_params<X> dp;
+    dp.p = make_params<X>(p, ia, grid);
+    dp.Akkd = static_cast<float*>(a.Akkd.data);
+    dp.num_sequences = grid.num_sequences;
+    dp.NC = p.BT / diag_bc;
+    dp.vec_q = vector_loads_ok(a.q, p.K);
+    dp.vec_k = vector_loads_ok(a.k, p.K);
+    dp.vec_g = vector_loads_ok(a.g, p.K);
+    const std::int64_t items = dp.p.chunks.num_chunks * dp.NC * p.HV;
+    if (items == 0) return;
+    const std::int64_t blocks = (items + diag_warps - 1) / diag_warps;
+    const auto grid_size = static_cast<unsigned>(blocks < INT_MAX ? blocks : INT_MAX);
+    diag_kernel<X, SafeGate><<<grid_size, 32 * diag_warps, 0, be.stream>>>(dp);
+    KDA_CUDA_CHECK(cudaGetLastError());
+}
+
+/// Launches the gate cumsum on validated arguments.
+template <class X>
+void launch_cumsum(const cuda_backend& be, const cumsum_problem& p, const cumsum_args& a) {
+    const chunk_grid grid = make_chunk_grid(a.cu_seqlens, tensor_ref{}, p.B, p.T, p.BT);
+    cumsum_kernel_params<X> cp;
+    cp.g = static_cast<const X*>(a.g.data);
+    cp.A_log = static_cast<const float*>(a.A_log.data);
+    cp.dt_bias = static_cast<const float*>(a.dt_bias.data);
+    cp.out = static_cast<float*>(a.g_out.data);
+    cp.g_s = kda::detail::strides3(a.g);
+    cp.out_s = kda::detail::strides3(a.g_out);
+    cp.HV = p.HV;
+    cp.K = p.K;
+    cp.scale = static_cast<float>(p.scale);
+    cp.lower_bound = static_cast<float>(p.lower_bound);
+    cp.activation = p.activation;
+    if (p.activation == gate_activation::none) cp.A_log = cp.dt_bias = nullptr;
+    cp.chunks = grid.map;
+    cp.num_sequences = grid.num_sequences;
+    const std::int64_t items = grid.num_chunks() * p.HV;
+    if (items == 0) return;
+    const auto grid_size = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);
+    cumsum_kernel<X><<<grid_size, 128, 0, be.stream>>>(cp);
     KDA_CUDA_CHECK(cudaGetLastError());
 }
 

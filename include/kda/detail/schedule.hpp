@@ -1,10 +1,14 @@
 // kda/detail/schedule.hpp: the tiled inter-solve algorithm of one (chunk, value head), written once
 // as phases over a backend's tile-ops policy. No Eigen, no CUDA: each backend supplies the ops.
+// The phases carry the names of the CUDA kernel's (cuda/phases.cuh: chunk_item): products,
+// park_products, diagonal_inverses, merge, store_outputs; the block indexing, masks and gate
+// factorisations are detail/blocks.hpp's, the merge orders detail/merge.hpp's.
 //
 // For a chunk of n <= BT rows cut into sub-chunks s = 0 .. NS-1 (NS = ceil(n / BC)):
 //   1. off-diagonal products, K in BK slices, with the reference gate gn_s = g[first row of s]:
 //        gqn = 2^(g_si - gn_si) (rows past n -> 0), qg = q_si gqn, kg = k_si gqn
-//        kgt = k_sj 2^(gn_si - g_sj), factorised as 2^(gn_si - gn_sj+1) 2^(gn_sj+1 - g_sj):
+//        kgt = k_sj 2^(gn_si - g_sj), factorised as 2^(gn_si - gn_sj+1) 2^(gn_sj+1 - g_sj)
+//        (blocks.hpp: gate_split::next_first):
 //          ku_sj = k_sj 2^(gn_sj+1 - g_sj) once per sj (the adjacent pair's operand itself),
 //          f = 2^(gn_si - gn_sj+1) a [BK] vector per farther pair
 //        (all exponents <= 0 for decaying gates: si > sj, and sub-chunk sj + 1 starts after sj)
@@ -42,24 +46,35 @@
 #include <cstdint>
 
 #include "../tile_config.hpp"
+#include "blocks.hpp"
+#include "merge.hpp"
 
 namespace kda::detail {
 
+/// One (chunk, value head) work item as a struct of phases, run in order by run().
 template <class Cfg, class Mode, class Ops>
-void inter_solve_chunk(Ops& ops) {
-    constexpr int NC = Cfg::NC;
-    constexpr int BK = Cfg::BK;
+struct chunk_schedule {
+    static constexpr int NC = Cfg::NC, BK = Cfg::BK, NP = Cfg::NPAIR > 0 ? Cfg::NPAIR : 1;
     using tile = typename Ops::tile;
     using slice = typename Ops::slice;
 
-    int NS = 0;  // sub-chunks holding at least one row
-    while (NS < NC && ops.rows(NS) > 0) ++NS;
+    Ops& ops;
+    int NS = 0;       // sub-chunks holding at least one row
+    tile b_Aqk[NP];   // the seed's b_Aqk10 .. b_Aqk32, indexed by pair
+    tile b_Akk[NP];   // L_ij (products over K, then beta-scaled)
+    tile b_Ai[NC];    // b_Ai[s] = Ai_ss
+    tile b_Aoff[NP];  // b_Aoff[pair(i, j)] = Ai_ij
 
-    // ---- phase 1: off-diagonal products (the seed's b_Aqk10 .. b_Akk32, indexed by pair)
-    tile b_Aqk[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];
-    tile b_Akk[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];
-    for (int p = 0; p < Cfg::NPAIR; ++p) b_Aqk[p] = b_Akk[p] = ops.zero();
-    if (NS > 1) {
+    explicit chunk_schedule(Ops& o) : ops(o) {
+        while (NS < NC && ops.rows(NS) > 0) ++NS;
+    }
+
+    [[nodiscard]] const tile& Ai(int i, int j) const { return i == j ? b_Ai[i] : b_Aoff[Cfg::pair(i, j)]; }
+
+    /// Phase 1: the off-diagonal products over K, gated to each query sub-chunk's first row.
+    void products() {
+        for (int p = 0; p < Cfg::NPAIR; ++p) b_Aqk[p] = b_Akk[p] = ops.zero();
+        if (NS <= 1) return;
         using tslice = typename Ops::tslice;
         using vec = typename Ops::vec;
         tslice b_ku[NC];  // ku_sj^T = (k_sj 2^(gn_sj+1 - g_sj))^T, for sj < NS - 1
@@ -73,47 +88,62 @@ void inter_solve_chunk(Ops& ops) {
                 const slice b_qg = ops.mul(ops.load_q(si, k0), b_gqn);                               // [BC, BK]
                 const slice b_kg = ops.mul(ops.load_k(si, k0), b_gqn);                               // [BC, BK]
                 for (int sj = 0; sj < si; ++sj) {
-                    auto products = [&](const tslice& b_kgt) {
+                    auto accumulate = [&](const tslice& b_kgt) {
                         ops.mma(b_Aqk[Cfg::pair(si, sj)], b_qg, b_kgt);
                         ops.mma(b_Akk[Cfg::pair(si, sj)], b_kg, b_kgt);
                     };
                     if (sj + 1 == si)
-                        products(b_ku[sj]);  // f = 1
+                        accumulate(b_ku[sj]);  // f = 1
                     else
-                        products(ops.scale_k(b_ku[sj], ops.pair_gate(b_gn[si], b_gn[sj + 1])));  // [BK, BC]
+                        accumulate(ops.scale_k(b_ku[sj], ops.pair_gate(b_gn[si], b_gn[sj + 1])));  // [BK, BC]
                 }
             }
         }
     }
 
-    // ---- phase 2: store Aqk's off-diagonal blocks; beta-scale the rows of L's
-    for (int si = 1; si < NS; ++si)
-        for (int sj = 0; sj < si; ++sj) {
-            ops.store_aqk(b_Aqk[Cfg::pair(si, sj)], si, sj);
-            ops.scale_rows_beta(b_Akk[Cfg::pair(si, sj)], si);
-        }
-
-    // ---- phase 3: diagonal inverses
-    tile b_Ai[NC];  // b_Ai[s] = Ai_ss
-    for (int s = 0; s < NS; ++s) {
-        b_Ai[s] = ops.load_diag(s);
-        if constexpr (!Mode::safe_gate) ops.invert_unit_lower(b_Ai[s], s);
+    /// Phase 2: store Aqk's off-diagonal blocks (scaled); beta-scale the rows of the L blocks.
+    void park_products() {
+        for (int si = 1; si < NS; ++si)
+            for (int sj = 0; sj < si; ++sj) {
+                ops.store_aqk(b_Aqk[Cfg::pair(si, sj)], si, sj);
+                ops.scale_rows_beta(b_Akk[Cfg::pair(si, sj)], si);
+            }
     }
 
-    // ---- phase 4: block merge, Ai_ij for i > j, nearest the diagonal first
-    tile b_Aoff[Cfg::NPAIR > 0 ? Cfg::NPAIR : 1];  // b_Aoff[pair(i, j)] = Ai_ij
-    auto Ai = [&](int i, int j) -> const tile& { return i == j ? b_Ai[i] : b_Aoff[Cfg::pair(i, j)]; };
-    for (int d = 1; d < NS; ++d)
-        for (int i = d; i < NS; ++i) {
-            const int j = i - d;
-            tile sum = ops.mm(b_Akk[Cfg::pair(i, j)], Ai(j, j));  // L_ij Ai_jj
-            for (int m = j + 1; m < i; ++m) ops.mm_acc(sum, b_Akk[Cfg::pair(i, m)], Ai(m, j));
-            b_Aoff[Cfg::pair(i, j)] = ops.neg(ops.mm(b_Ai[i], sum));
+    /// Phase 3: the diagonal inverses (I + L_ss)^-1 of Akkd's blocks (safe gate: Akkd's lower part
+    /// is the inverse already).
+    void diagonal_inverses() {
+        for (int s = 0; s < NS; ++s) {
+            b_Ai[s] = ops.load_diag(s);
+            if constexpr (!Mode::safe_gate) ops.invert_unit_lower(b_Ai[s], s);
         }
+    }
 
-    // ---- phase 5: store the lower block triangle of Akk
-    for (int i = 0; i < NS; ++i)
-        for (int j = 0; j <= i; ++j) ops.store_akk(Ai(i, j), i, j);
+    /// Phase 4: the block merge, by distance from the diagonal (merge.hpp).
+    void merge() {
+        merge_by_distance(
+            ops, NS, [&](int i, int j) -> const tile& { return b_Akk[Cfg::pair(i, j)]; }, [&](int i, int j) -> const tile& { return Ai(i, j); },
+            [&](int i, int j, const tile& t) { b_Aoff[Cfg::pair(i, j)] = t; });
+    }
+
+    /// Phase 5: store the lower block triangle of Akk.
+    void store_outputs() {
+        for (int i = 0; i < NS; ++i)
+            for (int j = 0; j <= i; ++j) ops.store_akk(Ai(i, j), i, j);
+    }
+
+    void run() {
+        products();
+        park_products();
+        diagonal_inverses();
+        merge();
+        store_outputs();
+    }
+};
+
+template <class Cfg, class Mode, class Ops>
+void inter_solve_chunk(Ops& ops) {
+    chunk_schedule<Cfg, Mode, Ops>(ops).run();
 }
 
 }  // namespace kda::detail

@@ -35,8 +35,8 @@
 
 #include "../args.hpp"
 #include "../config.hpp"
-#include "../host_tensor.hpp"
 #include "../intra.hpp"
+#include "../reference/host_tensor.hpp"
 #include "../types.hpp"
 #include "../validate.hpp"
 #include "../varlen.hpp"

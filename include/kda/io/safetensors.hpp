@@ -41,7 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../config.hpp"
-#include "../host_tensor.hpp"
+#include "../reference/host_tensor.hpp"
 #include "../types.hpp"
 
 namespace kda::io {

@@ -1,11 +1,12 @@
-// kda/cuda/kernel.cuh: device code of the CUDA backend (nvcc only; no host launch code here).
+// kda/cuda/phases.cuh: the chunk kernel of the CUDA backend (nvcc only): one work item as a struct of
+// phases (chunk_item), and the kernel's grid loop (chunk_kernel). Its primitives are in ptx.cuh and
+// mma.cuh, its constants in traits.cuh, its tuning rows in tuning.hpp, its launch in launch.cuh.
 //
 // One thread block computes one (chunk, value head) work item at a time, in the phases of
 // detail/schedule.hpp, overridden here for the GPU but in the same order and with the seed's names.
-// The same kernel runs two steps (template flag Intra):
-//   inter-solve (Intra = false): reads Akkd, writes Aqk's off-diagonal blocks and Akk;
-//   the fused intra stage (Intra = true, kda::chunk_kda_intra): computes the diagonal blocks too,
-//     so it reads only q, k, g, beta and writes Aqk's whole causal lower triangle and Akk.
+// The same kernel runs two steps (traits.cuh): inter_solve_step reads Akkd and writes Aqk's
+// off-diagonal blocks and Akk; fused_intra_step (kda::chunk_kda_intra) computes the diagonal blocks
+// too, so it reads only q, k, g, beta and writes Aqk's whole causal lower triangle and Akk.
 // Phases:
 //   0. prefetch: beta of the chunk's rows into a register; inter-solve: the chunk's rows of Akkd
 //      into shared memory (one tensor copy, or cp.async), landing behind phase 1
@@ -20,16 +21,16 @@
 //        A:  q_si 2^(g_si - gn_si), k_si 2^(g_si - gn_si)   (rows past n -> 0; rounded to tf32)
 //        B:  ku_sj = k_sj 2^(gl_sj - g_sj),   f(si, sj) = 2^(gn_si - gl_sj)   (per column)
 //      so that the seed's b_kgt = k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj), formed per fragment;
-//        b_Aqk[si,sj] += b_qg b_kgt^T,  b_Akk[si,sj] += b_kg b_kgt^T       (si > sj; Intra: si >= sj)
+//        b_Aqk[si,sj] += b_qg b_kgt^T,  b_Akk[si,sj] += b_kg b_kgt^T       (si > sj; fused: si >= sj)
 //      on tensor cores (mma.sync m16n8k8 tf32, fp32 accumulation). Off the diagonal every exponent
-//      is <= 0. On the diagonal (Intra) f(m, m) = 2^(gn_m - gl_m) >= 1 and the product of the
+//      is <= 0. On the diagonal (fused) f(m, m) = 2^(gn_m - gl_m) >= 1 and the product of the
 //      two factors is 2^(g_i - g_j) exactly: fine while every |g - gn_m| and |gl_m - g| inside the
 //      sub-chunk stays <= intra_factor_bound (FLA's lower-bounded safe gate always does); a
 //      sub-chunk past it is redone term by term (diag_exact: exact for any decay). The units of
 //      16 x 8 (pair, half of sj's rows) are ordered by si and dealt to the warps in contiguous
 //      runs. The A operands are stored in fragment order (one 16-byte load per fragment); inside a
 //      k16 step the columns are permuted alike in A and B.
-//   2. b_Aqk *= scale -> shared; row r of b_Akk *= beta[t_r] -> shared (L_ij; Intra: the
+//   2. b_Aqk *= scale -> shared; row r of b_Akk *= beta[t_r] -> shared (L_ij; fused: the
 //      diagonal blocks masked to j <= i (Aqk) and j < i (L))
 //   3. diagonal inverses b_Ai[s] = (I + L_ss)^-1: forward substitution in fp32, one sub-chunk per
 //      warp, one column per lane, in registers (inter-solve, safe gate: Akkd's lower triangle is
@@ -43,14 +44,7 @@
 //      aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent columns per
 //      lane (pair_out) or single elements.
 //
-// Precision (Mode::solve_precision): tf32 rounds every operand to tf32 once (to_tf32) and
-// accumulates in the tensor core, as FLA does. fp32 splits every operand x = hi + lo into two tf32
-// numbers and sums the partial products hi hi + hi lo + lo hi (+ lo lo in the merge) of each k8
-// step into a fresh accumulator, then adds it in fp32: a product is then as accurate as the split
-// itself (at most 2^-22 relative, and exact for operands of up to 22 significant bits in the merge,
-// of up to 11 in the products over K), and the tensor core's truncating accumulation (round toward
-// zero) only ever sees 8 products at a time. Measured on the conformance grids, this mode is as
-// accurate as the CPU backend's fp32 FMA arithmetic. The B operand's factorisation adds one fp32
+// Precision (Mode::solve_precision): mma.cuh's policy. The B operand's factorisation adds one fp32
 // rounding (2^-24) and one ex2.approx to each element.
 //
 // Shared memory is one buffer used twice (its lifetimes do not overlap; a barrier separates them):
@@ -62,9 +56,6 @@
 // engine only after a proxy fence and a block barrier (the next work item's first copies).
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda.h>  // CUtensorMap (a plain struct: nothing of the driver API is called here)
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -73,366 +64,18 @@
 #include "../tile_config.hpp"
 #include "../types.hpp"
 #include "../varlen.hpp"
-#include "tuning.hpp"
-#include "varlen_search.hpp"
+#include "mma.cuh"
+#include "ptx.cuh"
+#include "traits.cuh"
 
 namespace kda::cuda {
-
-/// Tensor maps of the tensor copy engine (sm_90): boxes of [BT rows, BK columns] of q, k, g and
-/// [BT rows, BC] of Akkd (launch.cuh: make_tma_maps). Zero-filled past T and past K.
-struct tma_maps {
-    CUtensorMap q, k, g, akkd;
-};
-
-/// What the kernel receives: the shared params plus what the launch learned about the layout.
-template <class X>
-struct kernel_params {
-    inter_solve_params<X> p;
-    tma_maps tm{};                   // valid when tma
-    std::int64_t num_sequences = 0;  // varlen without chunk_indices: N, for the cu_seqlens search
-    std::int64_t group = 1;          // value heads per q/k head, HV / H
-    bool tma = false;                // q, k, g (and Akkd) through the tensor maps (sm_90 builds only)
-    bool vec_q = false, vec_k = false, vec_g = false;  // 16-byte loads (cp.async) are legal for this tensor
-    bool pair_out = false;  // Aqk and Akk take stores of two adjacent elements (2 sizeof(X) aligned)
-    bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
-    bool vec_akkd = false;  // Akkd rows may be copied as 16-byte vectors
-};
-
-/// Whether this compilation pass has the tensor copy engine (sm_90 and later). A kernel compiled
-/// for an older target (or from its PTX) ignores kernel_params::tma and copies by cp.async.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-inline constexpr bool device_has_tma = true;
-#else
-inline constexpr bool device_has_tma = false;
-#endif
-
-/// The fused intra stage's factorisation bound (log2): a sub-chunk whose gates stay within
-/// intra_factor_bound of its first and last rows (|g - gn_m| and |gl_m - g| on every valid row
-/// and column) keeps every factor of its diagonal blocks inside 2^+-112 (normal fp32 / tf32, with
-/// room for |q|, |k| down to 2^-14); FLA's lower-bounded safe gate (>= -5 nats per token) spans at
-/// most 15 * 5 / ln 2 = 108.2 in a 16-row sub-chunk. Past it the block is evaluated term by term.
-inline constexpr float intra_factor_bound = 112.f;
-
-// ---------------------------------------------------------------------------------------------
-// Storage conversions (through cuda_bf16.h / cuda_fp16.h, round to nearest even).
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(bf16_t x) { return __bfloat162float(__ushort_as_bfloat16(x.bits)); }
-__device__ __forceinline__ float to_float(fp16_t x) { return __half2float(__ushort_as_half(x.bits)); }
-
-template <class X>
-__device__ __forceinline__ X from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ bf16_t from_float<bf16_t>(float v) { return bf16_t{__bfloat16_as_ushort(__float2bfloat16_rn(v))}; }
-template <>
-__device__ __forceinline__ fp16_t from_float<fp16_t>(float v) { return fp16_t{__half_as_ushort(__float2half_rn(v))}; }
-
-/// 2^x with one MUFU op (ex2.approx.ftz: a result below 2^-126 is 0, not subnormal; the gates
-/// only ever raise 2 to exponents <= 0, so that changes no entry by more than 2^-126 |k|).
-__device__ __forceinline__ float fast_exp2(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-
-/// Two adjacent elements p[0], p[1] from shared memory as floats, in one load (p 2-element aligned).
-__device__ __forceinline__ float2 load_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
-__device__ __forceinline__ float2 load_pair(const bf16_t* p) {
-    const std::uint32_t w = *reinterpret_cast<const std::uint32_t*>(p);
-    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
-__device__ __forceinline__ float2 load_pair(const fp16_t* p) {
-    return __half22float2(*reinterpret_cast<const __half2*>(p));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tensor-core primitives (sm_80 and later; nothing Hopper-only).
-
-/// x rounded to tf32 (10-bit mantissa), round to nearest: the tensor core ignores the 13 low bits,
-/// so truncation would be its default. Ties go to even on sm_90 (cvt.rn, a single instruction
-/// there) and away from zero on sm_80 (cvt.rna; .rn needs sm_90); they differ only at exact ties.
-__device__ __forceinline__ std::uint32_t to_tf32(float x) {
-    std::uint32_t r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));  // one instruction on sm_90 (ties to even)
-#else
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));  // sm_80: ties away (emulated either way)
-#endif
-    return r;
-}
-
-/// d += a b for a [16, 8] (row-major fragment), b [8, 8] (column-major fragment), d [16, 8].
-/// Fragment ownership (PTX ISA, m16n8k8 .tf32), g = lane / 4, t = lane % 4:
-///   a0 (g, t)  a1 (g + 8, t)  a2 (g, t + 4)  a3 (g + 8, t + 4)       [row, k]
-///   b0 (t, g)  b1 (t + 4, g)                                          [k, col]
-///   d0 (g, 2t) d1 (g, 2t + 1) d2 (g + 8, 2t) d3 (g + 8, 2t + 1)       [row, col]
-__device__ __forceinline__ void mma_m16n8k8(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/// 16-byte asynchronous copy global -> shared (sm_80+); `valid` false zero-fills the 16 bytes and
-/// reads nothing (src must still be a valid address: callers pass the tensor's base).
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gsrc, bool valid) {
-    const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/// Waits until at most N of this thread's most recent groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// ---- the tensor copy engine and mbarriers (sm_90; only reached when device_has_tma)
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-/// Makes the barriers' initialisation visible to the copy engine (then a block barrier).
-__device__ __forceinline__ void mbar_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-/// One arrival that also expects `bytes` of copies to complete on the barrier's current phase.
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint64_t* bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-#else
-    (void)bar;
-    (void)bytes;
-#endif
-}
-/// Waits until the barrier's phase with parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(std::uint64_t* bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned a = smem_addr(bar);
-    unsigned done = 0;
-    do {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(a), "r"(parity)
-            : "memory");
-    } while (done == 0);
-#else
-    (void)bar;
-    (void)parity;
-#endif
-}
-/// A [rows, cols] box of a 4-d tensor map at coordinates (c0 innermost .. c3) -> shared memory,
-/// completing on `bar` (counted in bytes of the whole box, zero-filled parts included).
-__device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, std::uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
-        "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
-        : "memory");
-#else
-    (void)dst;
-    (void)map;
-    (void)c0;
-    (void)c1;
-    (void)c2;
-    (void)c3;
-    (void)bar;
-#endif
-}
-/// Orders this thread's earlier ordinary shared-memory accesses before later copy-engine writes.
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-/// How operands become tf32 fragments and how a k8 step accumulates, per solve precision.
-template <precision P>
-struct mma_policy;
-
-/// tf32: one rounding per operand, accumulation inside the tensor core (FLA's behaviour).
-template <>
-struct mma_policy<precision::tf32> {
-    struct a_frag {
-        std::uint32_t hi[4];
-    };
-    struct b_frag {
-        std::uint32_t hi[2];
-    };
-    __device__ static a_frag make_a(float a0, float a1, float a2, float a3) { return {{to_tf32(a0), to_tf32(a1), to_tf32(a2), to_tf32(a3)}}; }
-    __device__ static b_frag make_b(float b0, float b1) { return {{to_tf32(b0), to_tf32(b1)}}; }
-    /// An A operand built once into shared memory is stored already rounded ...
-    __device__ static float prepare(float x) { return __uint_as_float(to_tf32(x)); }
-    /// ... so its fragment is the stored bits.
-    __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) {
-        return {{__float_as_uint(a0), __float_as_uint(a1), __float_as_uint(a2), __float_as_uint(a3)}};
-    }
-    __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_m16n8k8(acc, a.hi, b.hi); }
-    __device__ static void mma_full(float (&acc)[4], const a_frag& a, const b_frag& b) { mma(acc, a, b); }
-};
-
-/// fp32: x = hi + lo (both tf32; |x - hi - lo| <= 2^-22 |x|), partial products summed small to
-/// large into a fresh accumulator that is then added in fp32. mma_full takes all four (lo lo, lo
-/// hi, hi lo, hi hi: exact for operands of up to 22 significant bits); mma, for the products over
-/// K, leaves out lo lo, which is at most 2^-22 |a b| (each |lo| <= 2^-11 |x|) and far smaller in
-/// practice (about 2^-26 on average, random in sign), and exactly 0 for operands of up to 11
-/// significant bits (16-bit q and k under exact decays).
-template <>
-struct mma_policy<precision::fp32> {
-    struct a_frag {
-        std::uint32_t hi[4], lo[4];
-    };
-    struct b_frag {
-        std::uint32_t hi[2], lo[2];
-    };
-    __device__ static void split(float x, std::uint32_t& hi, std::uint32_t& lo) {
-        hi = to_tf32(x);
-        lo = to_tf32(x - __uint_as_float(hi));  // exact difference
-    }
-    __device__ static a_frag make_a(float a0, float a1, float a2, float a3) {
-        a_frag f;
-        split(a0, f.hi[0], f.lo[0]);
-        split(a1, f.hi[1], f.lo[1]);
-        split(a2, f.hi[2], f.lo[2]);
-        split(a3, f.hi[3], f.lo[3]);
-        return f;
-    }
-    __device__ static b_frag make_b(float b0, float b1) {
-        b_frag f;
-        split(b0, f.hi[0], f.lo[0]);
-        split(b1, f.hi[1], f.lo[1]);
-        return f;
-    }
-    /// Built operands are stored unrounded and split when their fragment is formed.
-    __device__ static float prepare(float x) { return x; }
-    __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) { return make_a(a0, a1, a2, a3); }
-    template <bool LoLo>
-    __device__ static void mma_parts(float (&acc)[4], const a_frag& a, const b_frag& b) {
-        float t[4] = {0.f, 0.f, 0.f, 0.f};
-        if constexpr (LoLo) mma_m16n8k8(t, a.lo, b.lo);
-        mma_m16n8k8(t, a.lo, b.hi);
-        mma_m16n8k8(t, a.hi, b.lo);
-        mma_m16n8k8(t, a.hi, b.hi);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] += t[e];
-    }
-    __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_parts<tuning::fp32_lo_lo()>(acc, a, b); }
-    __device__ static void mma_full(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_parts<true>(acc, a, b); }
-};
-
-// ---------------------------------------------------------------------------------------------
-// Tiles.
-
-/// Layout tags: a 16 x 16 fp32 tile in shared memory is row-major with a padded pitch; a 16 x 16
-/// register tile is held as two m16n8 accumulator fragments (columns 0-7 and 8-15).
-struct smem_row_major {};
-struct mma_accumulator {};
-
-/// A 16 x 16 register tile: v[half][e] is accumulator element e of the columns half * 8 .. + 7.
-struct rt16 {
-    static constexpr int rows = 16, cols = 16;
-    using layout = mma_accumulator;
-    float v[2][4];
-};
-
-/// The base-tile concept: 16 x 16, with a layout tag.
-template <class T>
-concept base_tile16 = T::rows == 16 && T::cols == 16 && requires { typename T::layout; };
-static_assert(base_tile16<rt16>, "rt16 must be a 16 x 16 base tile.");
-
-constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
-
-/// Derived constants of one instantiation (see tile_config for BT, BC, BK, NC, NPAIR). Intra: the
-/// fused intra stage (the diagonal blocks computed too).
-template <class X, class Cfg, bool Intra = false, precision P = precision::tf32>
-struct kernel_traits {
-    using config = Cfg;
-    static constexpr int BT = Cfg::BT, BC = Cfg::BC, NC = Cfg::NC, NPAIR = Cfg::NPAIR;
-    static constexpr int D = Intra ? 1 : 0;                // diagonal blocks in phase 1
-    static constexpr int BK = tuning::kernel_bk(Cfg::BK, P, Intra);  // the kernel's own K slice (tuning.hpp)
-    static constexpr int stages = tuning::stages(P, Intra);
-    static constexpr int warps = tuning::warps(Intra);
-    static constexpr int threads = 32 * warps;
-    static constexpr int blocks = NPAIR + D * NC;          // Aqk / L blocks of phase 1 (pairs, then diagonal)
-    static constexpr int units = 2 * blocks;               // phase-1 products of 16 x 8: (block, half of sj)
-    static constexpr int units_per_warp = units > 0 ? (units + warps - 1) / warps : 1;
-    static constexpr int a_first = 1 - D;                  // first sub-chunk with A operands
-    // staging (phase 1): the raw slices, rows of BK elements (no padding: the build reads rows)
-    static constexpr int x_ld = BK;  // s_q, s_k [BT, BK] in X
-    static constexpr int g_ld = BK;  // s_g [BT, BK] in fp32
-    static constexpr int x_bytes = BT * x_ld * static_cast<int>(sizeof(X));
-    static constexpr int g_bytes = BT * g_ld * 4;
-    static constexpr int staging_bytes = 2 * x_bytes + g_bytes;  // one stage
-    // built operands of one slice (phase 1), fp32: the gated A operands of sub-chunks a_first ..
-    // NC - 1 (q and k) in mma fragment order (chunk_kernel::a_slot), the up-gated k of sub-chunks
-    // 0 .. NC - 2 + D as rows of BK with 16-byte chunks swizzled (op_at), the per-block column
-    // factors as plain rows of BK
-    static constexpr int op_rows = (NC - 1 + D) * BC;
-    static constexpr int off_op_aq = 0, off_op_ak = op_rows * BK, off_op_ku = 2 * op_rows * BK, off_op_f = 3 * op_rows * BK;
-    static constexpr int ops_bytes = (3 * op_rows + blocks) * BK * 4;
-    static constexpr int phase1_bytes = stages * staging_bytes + ops_bytes;
-    static constexpr int diag_per_warp = (NC + warps - 1) / warps;  // diagonal blocks per warp (phase 3)
-    // build tasks per thread and slice (a task: two rows, four columns)
-    static constexpr int build_iters = (BT * BK / 8 + threads - 1) / threads;
-    // tiles (phases 2-5), [BC, BC] fp32 each
-    static constexpr int t_ld = BC + 4;
-    static constexpr int tile_floats = BC * t_ld;
-    static constexpr int off_aqk = 0;                             // blocks scaled Aqk tiles (pairs, then diagonal)
-    static constexpr int off_l = off_aqk + blocks * tile_floats;  // NPAIR beta-scaled L blocks
-    static constexpr int off_ai = off_l + NPAIR * tile_floats;    // NC diagonal blocks: L_ss, then inverses
-    static constexpr int off_aoff = off_ai + NC * tile_floats;    // NPAIR merged blocks Ai_ij
-    static constexpr int off_tmp = off_aoff + NPAIR * tile_floats; // one scratch tile per warp
-    static constexpr int tiles_bytes = (off_tmp + warps * tile_floats) * 4;
-    static constexpr int union_bytes = round_up(phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes, 128);
-    static constexpr int off_beta_bytes = union_bytes;                     // beta of the chunk's rows [BT] fp32
-    static constexpr int off_flags_bytes = off_beta_bytes + BT * 4;        // one word: sub-chunks past the bound (Intra)
-    static constexpr int off_akkd_bytes = round_up(off_flags_bytes + 16, 128);  // Akkd of the chunk's rows [BT, BC] fp32 (inter-solve)
-    static constexpr int off_bars_bytes = off_akkd_bytes + (Intra ? 0 : BT * BC * 4);  // stages + 1 mbarriers
-    static constexpr int smem_bytes = off_bars_bytes + 8 * (stages + 1);
-
-    static_assert(BC == 16, "The CUDA kernel's tiles are 16 x 16: BC must be 16.");
-    static_assert(BK == 16 || BK % 32 == 0, "The kernel's K slice must be 16 or a multiple of 32 (16-byte chunk swizzle of the built operands).");
-    static_assert(stages >= 2 && stages <= 4, "The copy pipeline holds 2 to 4 stages.");
-    static_assert((x_ld * sizeof(X)) % 16 == 0 && (g_ld * 4) % 16 == 0, "Staging rows must stay 16-byte aligned for the vector stores.");
-    static_assert(x_bytes % 128 == 0 && staging_bytes % 128 == 0, "Each staging slice must start 128-byte aligned (tensor copies).");
-    static_assert(units_per_warp <= 5, "Too many phase-1 units per warp for the register budget.");
-    static_assert(BT <= threads, "Each chunk row's beta is prefetched by one thread.");
-    static_assert(BC % 2 == 0, "Pair stores never straddle a sub-chunk boundary.");
-    static_assert((t_ld * 4) % 16 == 0 && (off_ai * 4) % 16 == 0 && (tile_floats * 4) % 16 == 0, "Tile rows must be 16-byte aligned (float4 row loads).");
-    static_assert((stages * staging_bytes) % 16 == 0, "The built operands must start 16-byte aligned.");
-    static_assert(NC <= 8, "The flag word holds one bit per sub-chunk.");
-};
-
-/// Index of the off-diagonal pair (si, sj), si > sj, as in tile_config::pair.
-__device__ __forceinline__ int pair_index(int si, int sj) { return si * (si - 1) / 2 + sj; }
-
-/// Inverse of pair_index for chunks of up to NC sub-chunks (a fixed chain of compares, no loop).
-template <int NC>
-__device__ __forceinline__ void pair_of(int p, int& si, int& sj) {
-    si = 1;
-#pragma unroll
-    for (int s = 2; s < NC; ++s) si += p >= pair_index(s, 0) ? 1 : 0;
-    sj = p - pair_index(si, 0);
-}
-
-/// Per-block copy-pipeline state, kept across the work items of a block: the parity each mbarrier
-/// waits for next (bit s: stage s; bit `stages`: the Akkd barrier).
-struct pipe_state {
-    unsigned parity = 0;
-};
 
 // ---------------------------------------------------------------------------------------------
 // One work item, as a struct of phases.
 
-template <class X, class Cfg, class Mode, bool Intra = false>
-struct chunk_kernel {
-    using traits = kernel_traits<X, Cfg, Intra, Mode::solve_precision>;
+template <class X, class Cfg, class Mode, class Step>
+struct chunk_item {
+    using traits = kernel_traits<X, Cfg, Step, Mode::solve_precision>;
     using mma = mma_policy<Mode::solve_precision>;
     static constexpr int BT = traits::BT, BC = traits::BC, BK = traits::BK, NC = traits::NC, NPAIR = traits::NPAIR, D = traits::D;
     static constexpr int warps = traits::warps, threads = traits::threads, UPW = traits::units_per_warp, S = traits::stages;
@@ -447,7 +90,7 @@ struct chunk_kernel {
     int tid, warp, lane, gid, tig;
     bool tma;             // the copy engine stages q, k, g (and Akkd): block-uniform
 
-    __device__ chunk_kernel(const kernel_params<X>& kp_, std::int64_t item, unsigned char* smem_)
+    __device__ chunk_item(const kernel_params<X>& kp_, std::int64_t item, unsigned char* smem_)
         : kp(kp_), P(kp_.p), smem(smem_) {
         const std::int64_t i_t = detail::udiv(item, P.HV);
         hv = item - i_t * P.HV;
@@ -484,14 +127,14 @@ struct chunk_kernel {
     __device__ float* s_akkd() const { return reinterpret_cast<float*>(smem + traits::off_akkd_bytes); }  // [BT, BC]
     __device__ std::uint64_t* s_bar(int i) const { return reinterpret_cast<std::uint64_t*>(smem + traits::off_bars_bytes) + i; }
     __device__ float* tiles() const { return reinterpret_cast<float*>(smem); }
-    /// Aqk block (si, sj), si > sj, or the diagonal block (Intra) for si == sj.
+    /// Aqk block (si, sj), si > sj, or the diagonal block (fused) for si == sj.
     __device__ float* s_aqk(int si, int sj) const {
-        return tiles() + traits::off_aqk + (si == sj ? NPAIR + si : pair_index(si, sj)) * tile_floats;  // [BC, BC]
+        return tiles() + traits::off_aqk + (si == sj ? NPAIR + si : Cfg::pair(si, sj)) * tile_floats;  // [BC, BC]
     }
-    __device__ float* s_l(int si, int sj) const { return tiles() + traits::off_l + pair_index(si, sj) * tile_floats; }      // [BC, BC]
+    __device__ float* s_l(int si, int sj) const { return tiles() + traits::off_l + Cfg::pair(si, sj) * tile_floats; }      // [BC, BC]
     /// Ai_ij (i >= j): the diagonal inverses, then the merged blocks.
     __device__ float* s_ai(int i, int j) const {
-        return tiles() + (i == j ? traits::off_ai + i * tile_floats : traits::off_aoff + pair_index(i, j) * tile_floats);  // [BC, BC]
+        return tiles() + (i == j ? traits::off_ai + i * tile_floats : traits::off_aoff + Cfg::pair(i, j) * tile_floats);  // [BC, BC]
     }
     __device__ float* s_tmp() const { return tiles() + traits::off_tmp + warp * tile_floats; }  // [BC, BC]
 
@@ -518,7 +161,7 @@ struct chunk_kernel {
     __device__ void prefetch() {
         const int n = static_cast<int>(c.n);
         if (tid < n) pf_beta = beta_at(token(tid));
-        if constexpr (Intra) {
+        if constexpr (!Step::reads_akkd) {
             if (tid == 0) *s_flags() = 0u;  // read after phase 1's barriers
             return;
         } else {
@@ -652,7 +295,7 @@ struct chunk_kernel {
         j8 = u - si * (si - 1 + 2 * D);
     }
     /// Row of the column factors f for block (si, sj): the pair, or NPAIR + si on the diagonal.
-    __device__ static int f_row(int si, int sj) { return sj < si ? pair_index(si, sj) : NPAIR + si; }
+    __device__ static int f_row(int si, int sj) { return sj < si ? Cfg::pair(si, sj) : NPAIR + si; }
 
     // ---- built operands of one slice: fp32 rows of BK, 16-byte chunks swizzled by the row's
     // parity so that the fragment loads (two rows x four chunks per quarter warp) hit 32 banks
@@ -689,11 +332,11 @@ struct chunk_kernel {
     /// rows gn_m = first row of m, gl_m = last valid row of m):
     ///   A: aq = q 2^(g - gn_m), ak = k 2^(g - gn_m)       m = a_first .. NS - 1 (rows past n: 0)
     ///   B: ku = k 2^(gl_m - g)                            m = 0 .. NS - 2 + D (rows past n: 0)
-    ///   f(si, sj) = 2^(gn_si - gl_sj)                     si > sj (and si == sj: Intra), si < NS
+    ///   f(si, sj) = 2^(gn_si - gl_sj)                     si > sj (and si == sj: fused), si < NS
     /// so that k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj) (the seed's b_kgt), formed per fragment.
     /// A operands are stored as the precision's prepared values (tf32: already rounded). A task is
     /// the rows p, p + 8 of sub-chunk m at the four columns 16 kq + 4 t .. + 3, i.e. the lane (p, t)
-    /// slots of both k8 halves: consecutive lanes take consecutive t, then p. Intra: worst[it]
+    /// slots of both k8 halves: consecutive lanes take consecutive t, then p. Fused: worst[it]
     /// collects the largest |g - gn_m| and |gl_m - g| of the thread's task it (valid rows).
     __device__ void build_operands(int st, float (&worst)[traits::build_iters]) const {
         const X* sq = s_q(st);
@@ -722,16 +365,16 @@ struct chunk_kernel {
                 if (!v0) k0 = zero;
                 if (!v1) k1 = zero;
             }
-            // with tuning::flat_build both parts are computed for every m and only their stores
+            // with flat_build (tuning.hpp) both parts are computed for every m and only their stores
             // depend on m (the operands of a sub-chunk without A or ku rows go nowhere), so that
             // the compiler may interleave the two parts' chains
-            constexpr bool flat = tuning::flat_build(Mode::solve_precision, Intra);
+            constexpr bool flat = traits::tune.flat_build;
             const bool do_a = m >= traits::a_first, do_ku = m + 1 < NS + D;
             if (flat || do_a) {
                 const float4 gn = load4(sg + m * BC * g_ld + col);
                 const float4 d0 = sub4(g0, gn), d1 = sub4(g1, gn);
                 const float4 e0 = exp2_4(d0), e1 = exp2_4(d1);
-                if constexpr (Intra) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
+                if constexpr (Step::diagonal_blocks) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
                 float4 q0 = load4(sq + r0 * x_ld + col), q1 = load4(sq + r1 * x_ld + col);
                 if (partial) {
                     if (!v0) q0 = zero;
@@ -754,9 +397,9 @@ struct chunk_kernel {
                 }
             }
             if (flat || do_ku) {
-                const float4 gl = load4(sg + (Intra ? last_row(m) : m * BC + BC - 1) * g_ld + col);
+                const float4 gl = load4(sg + (Step::diagonal_blocks ? last_row(m) : m * BC + BC - 1) * g_ld + col);
                 const float4 d0 = sub4(gl, g0), d1 = sub4(gl, g1);
-                if constexpr (Intra) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
+                if constexpr (Step::diagonal_blocks) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
                 const float4 u0 = exp2_4(d0), u1 = exp2_4(d1);
                 const float4 ku0 = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
                 const float4 ku1 = make_float4(k1.x * u1.x, k1.y * u1.y, k1.z * u1.z, k1.w * u1.w);
@@ -770,7 +413,7 @@ struct chunk_kernel {
         // issues the tensor copies in this round
         constexpr int CPR = BK / 4;  // 4-column groups per row
         constexpr int FTASKS = traits::blocks * CPR;
-        const int ftask = (tuning::late_copies(Mode::solve_precision, Intra) ? warps - 1 - warp : warp) * 32 + lane;
+        const int ftask = (traits::tune.late_copies ? warps - 1 - warp : warp) * 32 + lane;
 #pragma unroll
         for (int j = 0; j < (FTASKS + threads - 1) / threads; ++j) {
             const int task = ftask + j * threads;
@@ -778,12 +421,12 @@ struct chunk_kernel {
             const int pr = task / CPR, col = (task % CPR) * 4;
             int si, sj;
             if (pr < NPAIR) {
-                pair_of<NC>(pr, si, sj);
+                Cfg::pair_of(pr, si, sj);
             } else {
-                si = sj = pr - NPAIR;  // Intra: the diagonal block of sub-chunk si
+                si = sj = pr - NPAIR;  // fused: the diagonal block of sub-chunk si
             }
             if (si >= NS) continue;
-            const int gl_row = Intra ? last_row(sj) : sj * BC + BC - 1;
+            const int gl_row = Step::diagonal_blocks ? last_row(sj) : sj * BC + BC - 1;
             const float4 f = exp2_diff(load4(sg + si * BC * g_ld + col), load4(sg + gl_row * g_ld + col));
             *reinterpret_cast<float4*>(op + traits::off_op_f + pr * BK + col) = f;
         }
@@ -818,7 +461,7 @@ struct chunk_kernel {
     /// the columns are permuted (the mma sums over k, so A and B only need the same order): k8
     /// half h gives k-slots tig, tig + 4 the columns 4 tig + 2 h, 4 tig + 2 h + 1. A fragments are
     /// one 16-byte load each (a_slot); the B rows of lane (gid, tig) are one 16-byte chunk of ku,
-    /// times the block's column factors, rounded per fragment. With tuning::flat_units every unit
+    /// times the block's column factors, rounded per fragment. With flat_units (tuning.hpp) every unit
     /// slot is computed, valid or not (a slot past the chunk reads operands of another sub-chunk
     /// and park_products drops it), so the units form one branch-free sequence whose shared-memory
     /// loads and tensor-core products the compiler may interleave.
@@ -836,7 +479,7 @@ struct chunk_kernel {
             typename mma::a_frag qa[2], ka[2];
 #pragma unroll
             for (int i = 0; i < UPW; ++i) {
-                if (!tuning::flat_units(Mode::solve_precision, Intra) && i >= up.valid) break;  // warp-uniform
+                if (!traits::tune.flat_units && i >= up.valid) break;  // warp-uniform
                 if (i == 0 || ((up.new_a >> i) & 1u) != 0u) {       // warp-uniform
                     const float* aq = op + (traits::off_op_aq + 4 * lane) + up.a(i) + kq * 2 * half;
                     const float4 q0 = load4(aq), q1 = load4(aq + half), k0 = load4(aq + ak_from_aq), k1 = load4(aq + ak_from_aq + half);
@@ -892,10 +535,10 @@ struct chunk_kernel {
         auto consume = [&](int s, auto&& issue) {
             __syncthreads();
             issue();
-            if constexpr ((tuning::skip_phases() & 4) == 0) build_operands(s % S, worst);
+            build_operands(s % S, worst);
             __syncthreads();  // the operands of s are built
             const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
-            if constexpr ((tuning::skip_phases() & 8) == 0) slice_products(b_Aqk, b_Akk, up, left < BK ? static_cast<int>(left) : BK);
+            slice_products(b_Aqk, b_Akk, up, left < BK ? static_cast<int>(left) : BK);
         };
         // in both pipelines the stage of slice s + S - 1 held slice s - 1, whose build everyone
         // finished before the middle barrier of s - 1
@@ -903,7 +546,7 @@ struct chunk_kernel {
             // slice s + S - 1 goes to the stage that slice s - 1 left (free since the middle barrier
             // of s - 1): before waiting for s, or (late_copies) after the first barrier of s, beside
             // warp 0's share of the build rather than after its products
-            constexpr bool late = tuning::late_copies(Mode::solve_precision, Intra);
+            constexpr bool late = traits::tune.late_copies;
             for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
             for (int s = 0; s < nslices; ++s) {
                 auto next = [&] {
@@ -930,7 +573,7 @@ struct chunk_kernel {
             }
             cp_async_wait<0>();
         }
-        if constexpr (Intra) {
+        if constexpr (Step::diagonal_blocks) {
             // sub-chunks whose diagonal blocks left the factorisation's range (the m of task it is
             // warp-uniform: 32 consecutive tasks share it)
             constexpr int KQ = BK / 16;
@@ -947,7 +590,7 @@ struct chunk_kernel {
     }
 
     // =============================================================================================
-    // Phase 2: scale and park the products as tiles (Intra: the diagonal blocks masked, L_ss into
+    // Phase 2: scale and park the products as tiles (fused: the diagonal blocks masked, L_ss into
     // the diagonal tiles that phase 3 inverts in place).
 
     __device__ void park_products(const float (&b_Aqk)[UPW][4], const float (&b_Akk)[UPW][4]) const {
@@ -968,9 +611,9 @@ struct chunk_kernel {
             float* aqk = s_aqk(si, sj);
             float* l = sj < si ? s_l(si, sj) : s_ai(si, si);
             const float sc = P.scale;
-            // the diagonal blocks (Intra) keep their causal parts, Aqk j <= i and L j < i (rows and
+            // the diagonal blocks (fused) keep their causal parts, Aqk j <= i and L j < i (rows and
             // columns past n: their operands were 0); off the diagonal every entry is kept
-            const bool diag = Intra && sj == si;
+            const bool diag = Step::diagonal_blocks && sj == si;
             auto put = [&](int r, int cc, float vq, float vk, float b) {
                 aqk[r * t_ld + cc] = !diag || cc <= r ? vq * sc : 0.f;
                 l[r * t_ld + cc] = !diag || cc < r ? vk * b : 0.f;
@@ -982,7 +625,7 @@ struct chunk_kernel {
         }
     }
 
-    /// Intra, a sub-chunk past the factorisation bound: its diagonal blocks term by term on one
+    /// Fused, a sub-chunk past the factorisation bound: its diagonal blocks term by term on one
     /// warp, 2^(g_i - g_j) per term (exponent <= 0 for decaying gates: exact for any decay), from
     /// global memory, into the tiles park_products filled: Aqk (j <= i, scaled) and L_ss (j < i,
     /// times beta). Lane: row i = lane % 16, columns j = 2 e + lane / 16.
@@ -1029,7 +672,7 @@ struct chunk_kernel {
             const int s = warp + d * warps;
             if (s >= NS) break;
             float* b_Ai = s_ai(s, s);  // [BC, BC]
-            if constexpr (!Intra) {
+            if constexpr (Step::reads_akkd) {
                 // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
                 // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
                 // chunk's end
@@ -1045,7 +688,7 @@ struct chunk_kernel {
                 // L_ss is in place (park_products / diag_exact: strict lower, 0 elsewhere)
                 if ((*s_flags() >> s) & 1u) diag_exact(s);  // warp-uniform
             }
-            if constexpr (Intra || !Mode::safe_gate) {
+            if constexpr (!Step::reads_akkd || !Mode::safe_gate) {
                 __syncwarp();
                 // Forward substitution, lane j owning column j (lanes 16-31 duplicate 0-15 and store
                 // nothing): x[r] = delta_rj - sum_{m<r} L[r, m] x[m], m ascending. Row r of L is read
@@ -1155,7 +798,7 @@ struct chunk_kernel {
     }
 
     __device__ void merge() const {
-        if constexpr (NC == 4 && warps == 4 && tuning::merge4(Mode::solve_precision))
+        if constexpr (NC == 4 && warps == 4 && traits::tune.merge4)
             if (NS == NC) return merge4();  // block-uniform
         for (int d = 1; d < NS; ++d) {
             for (int j = warp; j + d < NS; j += warps) {
@@ -1239,7 +882,7 @@ struct chunk_kernel {
             const int si = r / BC, rr = r % BC;
             if (r >= n || sj > si) continue;
             const std::int64_t t = token(r);
-            if (sj < si || Intra) store8_upto(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc, col, n);
+            if (sj < si || Step::diagonal_blocks) store8_upto(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc, col, n);
             store8_upto(P.Akk + P.Akk_s.at(c.b, t, hv) + col, s_ai(si, sj) + rr * t_ld + cc, col, n);
         }
     }
@@ -1263,7 +906,7 @@ struct chunk_kernel {
                     else if (col < n)
                         row[col] = from_float<X>(a[0]);
                 };
-                if (sj < si || Intra) put(aqk_row, s_aqk(si, sj) + rr * t_ld + cc);
+                if (sj < si || Step::diagonal_blocks) put(aqk_row, s_aqk(si, sj) + rr * t_ld + cc);
                 put(akk_row, s_ai(si, sj) + rr * t_ld + cc);
             }
         }
@@ -1271,31 +914,32 @@ struct chunk_kernel {
 
     __device__ void run(pipe_state& ps) {
         prefetch();
-        if (Intra || NS > 1) {
+        if (Step::diagonal_blocks || NS > 1) {
             float b_Aqk[UPW][4], b_Akk[UPW][4];
             products(b_Aqk, b_Akk, ps);  // ends with every copy landed and a barrier
             park_products(b_Aqk, b_Akk);
-            if constexpr (Intra) __syncthreads();  // phase 3 reads L_ss from other warps' units
+            if constexpr (Step::diagonal_blocks) __syncthreads();  // phase 3 reads L_ss from other warps' units
         } else {
             cp_async_commit();
             cp_async_wait<0>();
             __syncthreads();  // Akkd has landed (cp.async path)
         }
-        if constexpr (!Intra)
+        if constexpr (Step::reads_akkd)
             if (tma) wait_bar(ps, S);  // Akkd's tensor copy
-        if constexpr ((tuning::skip_phases() & 1) == 0) diagonal_inverses();
+        diagonal_inverses();
         __syncthreads();
-        if constexpr ((tuning::skip_phases() & 1) == 0) merge();
-        if constexpr ((tuning::skip_phases() & 2) == 0) store_outputs();
+        merge();
+        store_outputs();
     }
 };
 
 /// The kernel: a grid-stride loop over work items (chunk, value head), value heads fastest so the
 /// heads of one GVA group read the same q / k rows close together in time.
-template <class X, class Cfg, class Mode, bool Intra>
-__global__ void __launch_bounds__(kernel_traits<X, Cfg, Intra, Mode::solve_precision>::threads, tuning::min_blocks(Mode::solve_precision, sizeof(X), Cfg::BT, Intra))
-    inter_solve_kernel(const __grid_constant__ kernel_params<X> kp) {
-    using traits = kernel_traits<X, Cfg, Intra, Mode::solve_precision>;
+template <class X, class Cfg, class Mode, class Step>
+__global__ void __launch_bounds__(kernel_traits<X, Cfg, Step, Mode::solve_precision>::threads,
+                                  kernel_traits<X, Cfg, Step, Mode::solve_precision>::tune.min_blocks)
+    chunk_kernel(const __grid_constant__ kernel_params<X> kp) {
+    using traits = kernel_traits<X, Cfg, Step, Mode::solve_precision>;
     extern __shared__ __align__(128) unsigned char smem[];
     const bool tma = device_has_tma && kp.tma;
     if (tma && threadIdx.x == 0) {
@@ -1306,7 +950,7 @@ __global__ void __launch_bounds__(kernel_traits<X, Cfg, Intra, Mode::solve_preci
     pipe_state ps;
     const std::int64_t items = kp.p.num_items();
     for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-        chunk_kernel<X, Cfg, Mode, Intra> w(kp, item, smem);
+        chunk_item<X, Cfg, Mode, Step> w(kp, item, smem);
         if (w.c.n <= 0) continue;  // an idle varlen slot (block-uniform)
         if (tma) fence_proxy_async();  // this thread's accesses of the last item before the copy engine's writes
         __syncthreads();           // the previous item is done with shared memory (and the barriers are initialised)

@@ -1,6 +1,6 @@
-// kda/reference.hpp: a float64 evaluation of the inter-solve step, straight from the formulas of
-// ALGORITHM.md, plus helpers to build valid inputs. Public, so that other backends can be checked
-// with it. Shares no code with the tiled path (no tile_config, no schedule, no chunk_map).
+// kda/reference/reference.hpp: a float64 evaluation of the inter-solve step, straight from the
+// formulas of ALGORITHM.md, plus helpers to build valid inputs. Public, so that other backends can
+// be checked with it. Shares no code with the tiled path (no tile_config, no schedule, no chunk_map).
 //
 // Per chunk of n rows (t_i its i-th token) and value head hv, with G(i, j)[k] = 2^(g_i[k] - g_j[k]):
 //   S_qk[i, j] = scale sum_k q_i[k] k_j[k] G(i, j)[k]
@@ -25,13 +25,13 @@
 #include <random>
 #include <vector>
 
-#include "args.hpp"
-#include "config.hpp"
-#include "cpu/backend.hpp"
+#include "../args.hpp"
+#include "../config.hpp"
+#include "../cpu/backend.hpp"
+#include "../intra.hpp"
+#include "../tensor.hpp"
+#include "../types.hpp"
 #include "host_tensor.hpp"
-#include "intra.hpp"
-#include "tensor.hpp"
-#include "types.hpp"
 
 namespace kda::reference {
 

@@ -1,4 +1,4 @@
-// kda/host_tensor.hpp: an owning, contiguous host tensor that hands out kda's views.
+// kda/reference/host_tensor.hpp: an owning, contiguous host tensor that hands out kda's views.
 //
 // Used by the reference, the input generator, the tests and the safetensors reader. Storage is a
 // byte vector aligned for every dtype (64 bytes).
@@ -12,12 +12,12 @@
 #include <new>
 #include <vector>
 
-#include "args.hpp"
-#include "config.hpp"
-#include "intra.hpp"
-#include "tensor.hpp"
-#include "types.hpp"
-#include "validate.hpp"
+#include "../args.hpp"
+#include "../config.hpp"
+#include "../intra.hpp"
+#include "../tensor.hpp"
+#include "../types.hpp"
+#include "../validate.hpp"
 
 namespace kda {
 
