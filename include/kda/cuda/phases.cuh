@@ -60,6 +60,7 @@
 
 #include <cstdint>
 
+#include "../detail/blocks.hpp"
 #include "../params.hpp"
 #include "../tile_config.hpp"
 #include "../types.hpp"
@@ -318,9 +319,19 @@ struct chunk_item {
         const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x)), b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
         return make_float4(a.x, a.y, b.x, b.y);
     }
-    __device__ static float4 sub4(float4 a, float4 b) { return make_float4(a.x - b.x, a.y - b.y, a.z - b.z, a.w - b.w); }
+    /// The gate exponents of detail/blocks.hpp on four adjacent columns.
+    __device__ static float4 down4(float4 g, float4 gn) {
+        return make_float4(detail::down_exponent(g.x, gn.x), detail::down_exponent(g.y, gn.y), detail::down_exponent(g.z, gn.z),
+                           detail::down_exponent(g.w, gn.w));
+    }
+    __device__ static float4 up4(float4 r, float4 g) {
+        return make_float4(detail::up_exponent(r.x, g.x), detail::up_exponent(r.y, g.y), detail::up_exponent(r.z, g.z), detail::up_exponent(r.w, g.w));
+    }
+    __device__ static float4 pair4(float4 gn, float4 r) {
+        return make_float4(detail::pair_exponent(gn.x, r.x), detail::pair_exponent(gn.y, r.y), detail::pair_exponent(gn.z, r.z),
+                           detail::pair_exponent(gn.w, r.w));
+    }
     __device__ static float4 exp2_4(float4 a) { return make_float4(fast_exp2(a.x), fast_exp2(a.y), fast_exp2(a.z), fast_exp2(a.w)); }
-    __device__ static float4 exp2_diff(float4 a, float4 b) { return exp2_4(sub4(a, b)); }
     __device__ static float max_abs4(float w, float4 d) { return fmaxf(fmaxf(fmaxf(w, fabsf(d.x)), fmaxf(fabsf(d.y), fabsf(d.z))), fabsf(d.w)); }
 
     /// A operands in mma fragment order: the 16-byte slot of lane (g, t) for A sub-chunk a (= si - a_first),
@@ -372,7 +383,7 @@ struct chunk_item {
             const bool do_a = m >= traits::a_first, do_ku = m + 1 < NS + D;
             if (flat || do_a) {
                 const float4 gn = load4(sg + m * BC * g_ld + col);
-                const float4 d0 = sub4(g0, gn), d1 = sub4(g1, gn);
+                const float4 d0 = down4(g0, gn), d1 = down4(g1, gn);
                 const float4 e0 = exp2_4(d0), e1 = exp2_4(d1);
                 if constexpr (Step::diagonal_blocks) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
                 float4 q0 = load4(sq + r0 * x_ld + col), q1 = load4(sq + r1 * x_ld + col);
@@ -398,7 +409,7 @@ struct chunk_item {
             }
             if (flat || do_ku) {
                 const float4 gl = load4(sg + (Step::diagonal_blocks ? last_row(m) : m * BC + BC - 1) * g_ld + col);
-                const float4 d0 = sub4(gl, g0), d1 = sub4(gl, g1);
+                const float4 d0 = up4(gl, g0), d1 = up4(gl, g1);
                 if constexpr (Step::diagonal_blocks) worst[it] = max_abs4(max_abs4(worst[it], d0), d1);
                 const float4 u0 = exp2_4(d0), u1 = exp2_4(d1);
                 const float4 ku0 = make_float4(k0.x * u0.x, k0.y * u0.y, k0.z * u0.z, k0.w * u0.w);
@@ -427,7 +438,7 @@ struct chunk_item {
             }
             if (si >= NS) continue;
             const int gl_row = Step::diagonal_blocks ? last_row(sj) : sj * BC + BC - 1;
-            const float4 f = exp2_diff(load4(sg + si * BC * g_ld + col), load4(sg + gl_row * g_ld + col));
+            const float4 f = exp2_4(pair4(load4(sg + si * BC * g_ld + col), load4(sg + gl_row * g_ld + col)));
             *reinterpret_cast<float4*>(op + traits::off_op_f + pr * BK + col) = f;
         }
     }
@@ -681,7 +692,7 @@ struct chunk_item {
                 for (int i = 0; i < BC * BC / 32; ++i) {
                     const int e = lane + 32 * i;
                     const int r = e / BC, j = e % BC;
-                    const bool ok = r < nrow && (Mode::safe_gate ? j <= r : j < r);
+                    const bool ok = r < nrow && detail::akkd_keeps(r, j, Mode::safe_gate);
                     b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
                 }
             } else {

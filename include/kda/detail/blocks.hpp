@@ -1,6 +1,7 @@
 // kda/detail/blocks.hpp: the block indexing, masks and gate factorisations of the tiled algorithm,
-// stated once as host-device functions (no Eigen, no CUDA). The CPU backend and the tests call
-// them; the CUDA kernel (cuda/phases.cuh) writes the same expressions inline.
+// stated once as host-device functions (no Eigen, no CUDA). The CPU backend, the CUDA kernel
+// (cuda/phases.cuh: the gate exponents, Akkd's mask) and the tests call them; the kernel writes the
+// row counts and the diagonal-block masks inline, in the same form (docs/DESIGN.md says why).
 //
 // A chunk of n <= BT valid rows is cut into sub-chunks of BC rows (tile_config: BT, BC, NC, pair,
 // pair_of). Sub-chunk s holds rows [s BC, s BC + rows_in(s)); its first row's gate gn_s is the
