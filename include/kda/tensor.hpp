@@ -98,22 +98,27 @@ inline tensor_ref as_const(const mutable_tensor_ref& m) {
     return r;
 }
 
-template <class Ptr>
-std::string describe_shape(const basic_tensor_ref<Ptr>& t) {
+namespace detail {
+/// "<open>v0, v1, ...<close>" for the first n values.
+inline std::string describe_list(const std::int64_t* v, int n, char open, char close) {
     std::ostringstream os;
-    os << "[";
-    for (int d = 0; d < t.rank; ++d) os << (d ? ", " : "") << t.shape[d];
-    os << "]";
+    os << open;
+    for (int d = 0; d < n; ++d) os << (d ? ", " : "") << v[d];
+    os << close;
     return os.str();
 }
+}  // namespace detail
 
+/// "[s0, s1, ...]": the shape of t, for messages.
+template <class Ptr>
+std::string describe_shape(const basic_tensor_ref<Ptr>& t) {
+    return detail::describe_list(t.shape.data(), t.rank, '[', ']');
+}
+
+/// "(s0, s1, ...)": the element strides of t, for messages.
 template <class Ptr>
 std::string describe_strides(const basic_tensor_ref<Ptr>& t) {
-    std::ostringstream os;
-    os << "(";
-    for (int d = 0; d < t.rank; ++d) os << (d ? ", " : "") << t.stride[d];
-    os << ")";
-    return os.str();
+    return detail::describe_list(t.stride.data(), t.rank, '(', ')');
 }
 
 }  // namespace kda

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
@@ -31,6 +32,7 @@
 #include "../intra.hpp"
 #include "../tensor.hpp"
 #include "../types.hpp"
+#include "../varlen.hpp"
 #include "host_tensor.hpp"
 
 namespace kda::reference {
@@ -253,6 +255,14 @@ inline host_tensor cu_seqlens_of(const std::vector<std::int64_t>& lengths) {
     for (std::size_t n = 0; n < lengths.size(); ++n) cu[n + 1] = cu[n] + lengths[n];
     return t;
 }
+
+/// A generator's varlen setup: B must be 1 (argument check naming `fn`); T becomes the total length.
+inline host_tensor varlen_offsets(const std::vector<std::int64_t>& lengths, std::int64_t B, const char* fn, std::int64_t& T) {
+    KDA_CHECK(B == 1, fn << ": argument 'B': varlen needs B == 1, got " << B);
+    host_tensor cu = cu_seqlens_of(lengths);
+    T = cu.data<std::int64_t>()[lengths.size()];
+    return cu;
+}
 }  // namespace detail
 
 /// Knobs of the input generator.
@@ -284,17 +294,9 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
     std::mt19937_64 rng(opt.seed);
     std::normal_distribution<double> normal(0.0, 1.0);
     if (!opt.seqlens.empty()) {
-        KDA_CHECK(p.B == 1, "kda::reference::make_inputs: argument 'B': varlen needs B == 1, got " << p.B);
-        in.cu_seqlens = detail::cu_seqlens_of(opt.seqlens);
-        const auto* cu = in.cu_seqlens.data<std::int64_t>();
-        p.T = cu[opt.seqlens.size()];
+        in.cu_seqlens = detail::varlen_offsets(opt.seqlens, p.B, "kda::reference::make_inputs", p.T);
         if (opt.with_chunk_indices) {
-            std::vector<std::int64_t> cuv(cu, cu + opt.seqlens.size() + 1), ci;
-            for (std::size_t n = 0; n + 1 < cuv.size(); ++n)
-                for (std::int64_t c = 0; c * p.BT < cuv[n + 1] - cuv[n]; ++c) {
-                    ci.push_back(static_cast<std::int64_t>(n));
-                    ci.push_back(c);
-                }
+            const auto ci = prepare_chunk_indices(in.cu_seqlens.data<std::int64_t>(), in.cu_seqlens.numel(), p.BT);
             in.chunk_indices = host_tensor(dtype::i64, {static_cast<std::int64_t>(ci.size() / 2), 2});
             std::copy(ci.begin(), ci.end(), in.chunk_indices.data<std::int64_t>());
         }
@@ -512,12 +514,7 @@ inline gate_inputs make_gate_inputs(cumsum_problem p, dtype X, const gate_option
     std::mt19937_64 rng(opt.seed);
     std::normal_distribution<double> normal(0.0, 1.0);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    if (!opt.seqlens.empty()) {
-        KDA_CHECK(p.B == 1, "kda::reference::make_gate_inputs: argument 'B': varlen needs B == 1, got " << p.B);
-        in.cu_seqlens = detail::cu_seqlens_of(opt.seqlens);
-        const auto* cu = in.cu_seqlens.data<std::int64_t>();
-        p.T = cu[opt.seqlens.size()];
-    }
+    if (!opt.seqlens.empty()) in.cu_seqlens = detail::varlen_offsets(opt.seqlens, p.B, "kda::reference::make_gate_inputs", p.T);
     in.problem = p;
     const dtype A = acc_dtype(X);
     in.g = host_tensor(X, {p.B, p.T, p.HV, p.K});
