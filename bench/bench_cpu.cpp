@@ -29,7 +29,14 @@
 //                     whole causal Aqk lower block triangle and Akk's written (X). The Akkd
 //                     workspace between the two parts is not counted.
 //
-//   bench_cpu [--threads=1,2] [Google Benchmark flags, e.g. --benchmark_filter=bf16]
+// Counters of a scaling case (--scaling: B8 T4096 H32 HV32, bf16, K 128, not safe; the step and the
+// whole stage, one case per thread count):
+//   ms_per_call       seconds per call, in ms
+//   one_thread_ms     the same call on one thread, median of 3 timed in this process before the first
+//                     case of that shape runs
+//   efficiency        parallel efficiency, one_thread_ms / (threads x ms_per_call)
+//
+//   bench_cpu [--threads=1,2] [--scaling] [Google Benchmark flags, e.g. --benchmark_filter=bf16]
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
@@ -258,6 +265,47 @@ void bm_intra(benchmark::State& state, shape s, int threads) {
     state.counters["vs_step"] = seconds * 1e3 / iters / step_median;
 }
 
+/// Seconds of one call on one thread: median of 3 after a warm-up call, once per shape and part.
+double one_thread_seconds(const shape& s, bool intra) {
+    static std::map<std::string, double> cache;
+    const std::string key = s.name() + (intra ? "/intra" : "/step");
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    problem_data& d = data_for(s);
+    const kda::cpu_backend be{1};
+    kda::host_tensor workspace(kda::acc_dtype(s.X), {s.B, s.T, s.HV, 16});
+    std::vector<double> secs;
+    for (int rep = 0; rep < 4; ++rep) {
+        const auto t0 = clock_type::now();
+        if (intra)
+            kda::chunk_kda_intra(be, d.in.problem, d.in.intra_args(d.Aqk, d.Akk, &workspace));
+        else
+            kda::inter_solve(be, d.in.problem, d.in.args(d.Aqk, d.Akk));
+        if (rep > 0) secs.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    std::sort(secs.begin(), secs.end());
+    return cache[key] = secs[1];
+}
+
+/// Thread scaling of the step (intra = false) or the whole stage on one shape.
+void bm_scaling(benchmark::State& state, shape s, int threads, bool intra) {
+    problem_data& d = data_for(s);
+    const double one = one_thread_seconds(s, intra);
+    const kda::cpu_backend be{threads};
+    kda::host_tensor workspace(kda::acc_dtype(s.X), {s.B, s.T, s.HV, 16});
+    const kda::intra_args iargs = d.in.intra_args(d.Aqk, d.Akk, &workspace);
+    const kda::inter_solve_args sargs = d.in.args(d.Aqk, d.Akk);
+    const double seconds = timed_loop(state, [&] {
+        if (intra)
+            kda::chunk_kda_intra(be, d.in.problem, iargs);
+        else
+            kda::inter_solve(be, d.in.problem, sargs);
+    });
+    const double per_call = seconds / static_cast<double>(state.iterations());
+    state.counters["ms_per_call"] = per_call * 1e3;
+    state.counters["one_thread_ms"] = one * 1e3;
+    state.counters["efficiency"] = one / (threads * per_call);
+}
+
 void bm_sgemm(benchmark::State& state, int threads) {
     double rate = 0;
     for (auto _ : state) rate = sgemm_rate(threads);
@@ -270,29 +318,53 @@ void bm_copy(benchmark::State& state, int threads) {
     state.counters["GB/s"] = rate * 1e-9;
 }
 
-std::vector<int> parse_threads(int& argc, char** argv) {
-    std::vector<int> out{1, 2};
+struct options {
+    std::vector<int> threads{1, 2};
+    bool scaling = false;
+};
+
+/// Takes this program's own flags out of argv (the rest goes to Google Benchmark).
+options parse_options(int& argc, char** argv) {
+    options o;
     int kept = 1;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a.rfind("--threads=", 0) == 0) {
-            out.clear();
+            o.threads.clear();
             std::stringstream ss(a.substr(10));
-            for (std::string v; std::getline(ss, v, ',');) out.push_back(std::stoi(v));
+            for (std::string v; std::getline(ss, v, ',');) o.threads.push_back(std::stoi(v));
+        } else if (a == "--scaling") {
+            o.scaling = true;
         } else {
             argv[kept++] = argv[i];
         }
     }
     argc = kept;
-    return out;
+    return o;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    const std::vector<int> thread_counts = parse_threads(argc, argv);
+    const options opt = parse_options(argc, argv);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+    if (opt.scaling) {  // only the scaling cases
+        shape s;
+        s.B = 8, s.T = 4096, s.H = 32, s.HV = 32;
+        for (bool intra : {false, true})
+            for (int t : opt.threads)
+                benchmark::RegisterBenchmark(
+                    ((intra ? "scaling/intra/cpu/" : "scaling/inter_solve/cpu/") + s.name() + "/threads:" + std::to_string(t)).c_str(),
+                    bm_scaling, s, t, intra)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+        benchmark::RunSpecifiedBenchmarks();
+        benchmark::Shutdown();
+        return 0;
+    }
+    const std::vector<int>& thread_counts = opt.threads;
 
     // the step: bf16 and fp32, K 128 and 64, not safe and safe; the whole stage: K 128
     std::vector<shape> steps, stages;

@@ -7,7 +7,9 @@
 # nvcc flags: another -I builds another kernel version, e.g. an older commit's include/ or a copy of
 # include/ with a row of include/kda/cuda/tuning.hpp edited ("s2:-I/tmp/kda_s2/include").
 # The first variant also gives .dev/libkda_capi.so (compare_fla.py). With SUITE=1 it also builds
-# kda_test_cuda and 02_cuda_minimal (sm_80 + sm_90a, static cudart) in build-perf for the suite.
+# kda_test_cuda, kda-inter-solve, 02_cuda_minimal and bench_cpu (sm_80 + sm_90a, static cudart,
+# no -march=native) in build-perf (or BUILD_DIR) and copies what the [cuda] ctest entries need to
+# .dev/suite/.
 set -e
 cd "$(dirname "$0")/.."
 mkdir -p .dev/lib
@@ -29,7 +31,18 @@ for spec in "$@"; do
   echo "built .dev/kda_bench_cuda_$name"
 done
 if [ "${SUITE:-0}" = 1 ]; then
-  cmake -S . -B build-perf -DKDA_NATIVE=OFF -DCMAKE_CUDA_ARCHITECTURES="80;90a" -DCMAKE_BUILD_TYPE=Release > /dev/null
-  cmake --build build-perf -j2 --target kda_test_cuda 02_cuda_minimal
-  cp build-perf/tests/kda_test_cuda build-perf/examples/02_cuda_minimal .dev/
+  # the [cuda] ctest entries (the suite's parts and the kda-inter-solve checks) travel as a pruned
+  # copy of the build tree, .dev/suite/: its CTestTestfile.cmake files, the binaries they run, and
+  # the two paths that run_device_bench.sh rewrites on the GPU machine (ROOTS)
+  B=${BUILD_DIR:-build-perf}
+  # host code for a portable ISA level (SUITE_ISA, default x86-64-v3: AVX2 + FMA), not this machine's
+  cmake -S . -B $B -DKDA_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=${SUITE_ISA:-x86-64-v3}" -DCMAKE_CUDA_ARCHITECTURES="80;90a" -DCMAKE_BUILD_TYPE=Release > /dev/null
+  cmake --build $B -j2 --target kda_test_cuda kda-inter-solve 02_cuda_minimal bench_cpu
+  rm -rf .dev/suite && mkdir -p .dev/suite/build
+  R=$PWD; (cd $B && find . -name CTestTestfile.cmake -exec cp --parents {} $R/.dev/suite/build \;)
+  for f in tests/kda_test_cuda examples/kda-inter-solve examples/02_cuda_minimal bench/bench_cpu; do
+    mkdir -p .dev/suite/build/$(dirname $f) && cp $B/$f .dev/suite/build/$f
+  done
+  ln -sf suite/build/tests/kda_test_cuda suite/build/examples/02_cuda_minimal .dev/
+  echo "$PWD $(cd $B && pwd)" > .dev/suite/ROOTS
 fi

@@ -6,9 +6,10 @@
 # (bench/README.md): .dev/ holds kda_bench_cuda_<variant> binaries, libkda_capi.so,
 # lib/libbenchmark.so.1debian, and optionally kda_test_cuda + 02_cuda_minimal; .whl/ holds FLA's
 # wheels for the compare steps.
-#   STEPS="bench compare compare-intra ncu profile suite" VARIANTS="cur old" FILTER=REGEX bash bench/run_device_bench.sh
+#   STEPS="bench compare compare-intra ncu profile suite cpu" VARIANTS="cur old" FILTER=REGEX bash bench/run_device_bench.sh
 # Logs: $OUT/results.tgz (bench_<variant>.txt, compare.txt/.json/.png, ncu.txt, suite.txt, the
-# suite's logs.tgz), plus compare.txt and compare.png beside it ($OUT takes few files).
+# suite's logs.tgz, bench_cpu_scaling.txt), plus compare.txt and compare.png beside it ($OUT takes
+# few files).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 FINAL_OUT=$OUT; OUT=/tmp/kda_w; rm -rf $OUT; mkdir -p $OUT
@@ -71,13 +72,26 @@ for step in $STEPS; do
         grep -E "issue_stalled" $OUT/profile${i}_details.txt | awk '{v=$NF; if (v+0 > 0.05) print}' | sort -k3 -n -r | head -14
         python3 bench/sass_profile.py $OUT/sass_src$i.csv --items ${PROFILE_ITEMS:-16384} | tee $OUT/profile$i.txt | head -${PROFILE_LINES:-60}
       done ;;
+    cpu)
+      # the CPU backend's thread scaling on this machine's cores (bench_cpu --scaling, built with
+      # KDA_NATIVE=OFF by build_device_bins.sh SUITE=1)
+      LD_LIBRARY_PATH=$PWD/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} .dev/suite/build/bench/bench_cpu --scaling \
+        --threads=${CPU_THREADS:-1,2,4,8,16} --benchmark_counters_tabular=true > $OUT/bench_cpu_scaling.txt 2>&1
+      grep -E "^scaling|^Run on|CPU" $OUT/bench_cpu_scaling.txt ;;
     suite)
       # the golden test reads tests/data/fla at the absolute path compiled in (the build's checkout):
       # link this checkout's copy there when the two differ
       fla=$(grep -a -o -m1 '/[[:print:]]*/tests/data/fla' .dev/kda_test_cuda | head -1)
       [ -z "$fla" ] || [ -d "$fla" ] || { mkdir -p "$(dirname "$fla")" && ln -s $PWD/tests/data/fla "$fla"; }
-      mkdir -p /tmp/kbin && cp .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp bench/device_suite.sh /tmp/kbin/
-      (cd /tmp/kbin && LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) > $OUT/suite.txt 2>&1
+      mkdir -p /tmp/kbin && cp -L .dev/kda_test_cuda .dev/02_cuda_minimal /tmp/kbin/ && cp bench/device_suite.sh /tmp/kbin/
+      ctest_dir=
+      if [ -f .dev/suite/ROOTS ]; then
+        # build_device_bins.sh's pruned build tree: its absolute paths (checkout, build tree) -> here
+        read -r src bld < .dev/suite/ROOTS
+        find .dev/suite/build -name CTestTestfile.cmake -exec sed -i "s|$bld|$PWD/.dev/suite/build|g; s|$src|$PWD|g" {} +
+        ctest_dir=$PWD/.dev/suite/build
+      fi
+      (cd /tmp/kbin && CTEST_DIR=$ctest_dir LIMIT=${LIMIT:-400} OUT=$OUT bash device_suite.sh) > $OUT/suite.txt 2>&1
       grep -A40 "==== sanitizer summaries" $OUT/suite.txt | head -60 ;;
   esac
   echo "== step $step: $(( $(date +%s)-s ))s"
