@@ -1,7 +1,8 @@
 // kda/cpu/inter_solve.hpp: chunk_kda_inter_solve for kda::cpu_backend.
 //
 // Work items are (chunk, value head) pairs; a pool of cpu_backend::threads workers takes them in
-// blocks from an atomic counter. Each item runs detail::inter_solve_chunk with Eigen tiles. Items
+// blocks from an atomic counter. Each item stages its rows, reads the next item's rows into cache
+// (tile_ops::touch_rows) and runs detail::inter_solve_chunk with Eigen tiles. Items
 // write disjoint rows, so no synchronisation is needed beyond joining the workers. The chunk axis
 // is make_chunk_grid's (params.hpp), as on every backend: a varlen call without chunk_indices
 // walks the slots of the cu_seqlens search, and an idle slot does nothing.
@@ -73,7 +74,9 @@ struct chunk_kda_inter_solve<cpu_backend, BT, BC, BK> {
         cpu::parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
             const chunk_coords c = grid(item / P.HV);
             if (c.n <= 0) return;  // an idle slot of the varlen search
-            ops_t ops(P, c, item % P.HV, scratch[static_cast<std::size_t>(worker)]);
+            cpu::scratch<acc_t<X>>& buf = scratch[static_cast<std::size_t>(worker)];
+            ops_t ops(P, c, item % P.HV, buf);
+            if (item + 1 < P.num_items()) ops_t::touch_rows(P, grid((item + 1) / P.HV), (item + 1) % P.HV, buf);
             detail::inter_solve_chunk<config, Mode>(ops);
         });
     }

@@ -9,7 +9,8 @@
 //
 // Work items are (chunk, value head) pairs on cpu::parallel_for, as in cpu/inter_solve.hpp; each
 // stages its chunk's q, k and g rows once in the accumulator type (fp32, or fp64 for fp64 data),
-// K padded with zeros to whole slices of `slice_k` columns, and computes one sub-chunk at a time.
+// K padded with zeros to whole slices of `slice_k` columns, reads the next item's rows into cache
+// (tile_ops::touch_rows) and computes one sub-chunk at a time.
 //
 // The diagonal blocks, both flavours alike (as the CUDA fused kernel; the flavours' outputs are at
 // the top of kda/intra.hpp):
@@ -130,7 +131,12 @@ private:
         const int r = std::min(BC / 2, ns - 1);
         for (std::int64_t k0 = 0; k0 < kp_; k0 += slice_k) {
             const row gr = map_row(staged(buf_.g, s0 + r, k0));
-            slice qf = slice::Zero(), kf = slice::Zero(), kd = slice::Zero();  // rows >= ns stay 0
+            slice qf, kf, kd;
+            if (ns < BC) {  // rows >= ns are 0
+                qf.bottomRows(BC - ns).setZero();
+                kf.bottomRows(BC - ns).setZero();
+                kd.bottomRows(BC - ns).setZero();
+            }
             for (int i = 0; i < ns; ++i) {
                 const row gi = map_row(staged(buf_.g, s0 + i, k0));
                 const row up = exp2_accurate<row>(gi - gr);    // 2^(g_i - g_r)
@@ -221,7 +227,9 @@ void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_
         const chunk_coords c = grid(item / P.HV);
         if (c.n <= 0) return;  // an idle slot of the varlen search
         const std::int64_t hv = item % P.HV;
-        item_t(P, akkd, akkd_s, c, hv, b, kp).run();
+        const item_t producer(P, akkd, akkd_s, c, hv, b, kp);  // stages the item's rows
+        if (item + 1 < P.num_items()) ops_t::touch_rows(P, grid((item + 1) / P.HV), (item + 1) % P.HV, b);
+        producer.run();
         ops_t ops(P, c, hv, b, typename ops_t::prestaged{kp});
         kda::detail::inter_solve_chunk<Cfg, Mode>(ops);
     });

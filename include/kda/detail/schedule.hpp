@@ -21,14 +21,15 @@
 //        Ai_ij = -Ai_ii (sum_{m=j}^{i-1} L_im Ai_mj)
 //   5. store the lower block triangle of Akk.
 //
-// The tile-ops policy `Ops` provides (slice = [BC, BK], tslice = [BK, BC] (a transposed slice),
-// vec = [BK], tile = [BC, BC], all in the accumulator type):
+// The tile-ops policy `Ops` provides (slice = [BC, BK], cslice = a read-only [BC, BK] (on the CPU a
+// view of the staged rows), tslice = [BK, BC] (a transposed slice), vec = [BK], tile = [BC, BC],
+// all in the accumulator type):
 //   int  rows(s)                       valid rows of sub-chunk s (0 .. BC)
 //   int  num_k()                       K
-//   slice load_q(s, k0), load_k(s, k0), load_g(s, k0)    rows >= rows(s), columns >= K read as 0
-//   vec  first_row(slice)
+//   cslice load_q(s, k0), load_k(s, k0), load_g(s, k0)  rows >= rows(s), columns >= K read as 0
+//   vec  first_row(cslice)
 //   slice decay_down(g, gn, s)         2^(g - gn) on valid rows of s, 0 elsewhere (the seed's b_gqn)
-//   slice mul(x, y)                    elementwise product
+//   slice mul(cslice x, slice y)       elementwise product
 //   tslice gate_up(x, g, gn)           (x 2^(gn - g))^T
 //   vec  pair_gate(gn, gr)             2^(gn - gr)
 //   tslice scale_k(xt, f)              row k of xt times f[k]
@@ -57,6 +58,7 @@ struct chunk_schedule {
     static constexpr int NC = Cfg::NC, BK = Cfg::BK, NP = Cfg::NPAIR > 0 ? Cfg::NPAIR : 1;
     using tile = typename Ops::tile;
     using slice = typename Ops::slice;
+    using cslice = typename Ops::cslice;
 
     Ops& ops;
     int NS = 0;       // sub-chunks holding at least one row
@@ -81,7 +83,7 @@ struct chunk_schedule {
         vec b_gn[NC];     // gn_s, for s >= 1
         for (int k0 = 0; k0 < ops.num_k(); k0 += BK) {
             for (int si = 1; si < NS; ++si) {
-                const slice b_g = ops.load_g(si, k0);                                                // [BC, BK]
+                const cslice b_g = ops.load_g(si, k0);                                               // [BC, BK]
                 b_gn[si] = ops.first_row(b_g);                                                       // [BK]
                 b_ku[si - 1] = ops.gate_up(ops.load_k(si - 1, k0), ops.load_g(si - 1, k0), b_gn[si]);  // [BK, BC]
                 const slice b_gqn = ops.decay_down(b_g, b_gn[si], si);                               // [BC, BK]
