@@ -1,5 +1,7 @@
 // python/csrc/kda_c.cpp: the CPU half of libkda_c (kda_c.h); the CUDA half is kda_c_cuda.cu,
-// compiled in only when nvcc was found (KDA_C_WITH_CUDA).
+// compiled in only when nvcc was found (KDA_C_WITH_CUDA). On x86-64 the same file is also built
+// for the x86-64-v3 and v4 levels as CPU-only libraries (python/CMakeLists.txt), which the
+// package loads for CPU calls when kda_c_cpu_level() allows.
 #include <kda/kda.hpp>
 
 #include "kda_c.h"
@@ -33,4 +35,21 @@ extern "C" int kda_c_has_cuda(void) {
 #endif
 }
 
-extern "C" int kda_c_abi_version(void) { return 1; }
+extern "C" int kda_c_abi_version(void) { return 2; }
+
+extern "C" int kda_c_cpu_level(void) {
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+#if defined(__clang__) || __GNUC__ < 12  // no level names: the features that set v3 / v4 apart
+    const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+                    __builtin_cpu_supports("bmi2");
+    const bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return v4 ? 4 : v3 ? 3 : 0;
+#else
+    return __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : __builtin_cpu_supports("x86-64-v2") ? 2 : 0;
+#endif
+#else
+    return 0;
+#endif
+}

@@ -76,8 +76,12 @@ enum { KDA_C_TENSOR = 11, KDA_C_WORDS = KDA_C_HEADER + KDA_C_SLOTS * KDA_C_TENSO
 KDA_C_EXPORT int kda_c_run(const int64_t* desc, int64_t words, double scale, double lower_bound, char* err, int64_t errlen);
 /* Whether the library was built with the CUDA backend. */
 KDA_C_EXPORT int kda_c_has_cuda(void);
-/* Version words of the C ABI layout above (bumped when it changes). */
+/* Version of the C ABI above, its layout and its functions (bumped when either changes). */
 KDA_C_EXPORT int kda_c_abi_version(void);
+/* The x86-64 level this CPU runs (0: baseline or not x86-64, 2, 3 or 4: x86-64-v2 / v3 / v4, the
+   operating system's support for the vector registers included): which of the package's CPU
+   libraries (libkda_c_x86_64_v3 / _v4, the same calls built for that level) it may load. */
+KDA_C_EXPORT int kda_c_cpu_level(void);
 
 #ifdef __cplusplus
 }

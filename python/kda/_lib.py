@@ -28,7 +28,7 @@ DEVICE_CPU, DEVICE_CUDA = 0, 1
  T_CHUNK_INDICES_HOST, T_A_LOG, T_DT_BIAS, T_G_OUT, SLOTS) = range(15)
 TENSOR = 11
 WORDS = HEADER + SLOTS * TENSOR
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 _DTYPE_CODE = {
     torch.bfloat16: 0,
@@ -50,13 +50,8 @@ def _find_library() -> Path:
     return Path(__file__).with_name(name)
 
 
-def _load() -> ctypes.CDLL:
-    path = _find_library()
-    if not path.exists():
-        raise ImportError(
-            f"kda: the compiled library {path} is missing: install the package with `pip install .` "
-            "from the repository root, or point KDA_LIBRARY at a build tree's libkda_c.so"
-        )
+def _open(path: Path) -> ctypes.CDLL:
+    """Loads one of the package's libraries and checks its C ABI version."""
     lib = ctypes.CDLL(str(path))
     # the words and the message buffer travel as addresses (array.array and ctypes buffers)
     lib.kda_c_run.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_double, ctypes.c_void_p,
@@ -67,16 +62,76 @@ def _load() -> ctypes.CDLL:
     if lib.kda_c_abi_version() != ABI_VERSION:
         raise ImportError(f"kda: {path} has C ABI version {lib.kda_c_abi_version()}, this package expects "
                           f"{ABI_VERSION}: reinstall the package")
+    lib.kda_c_cpu_level.restype = ctypes.c_int
     return lib
+
+
+def _load() -> ctypes.CDLL:
+    path = _find_library()
+    if not path.exists():
+        raise ImportError(
+            f"kda: the compiled library {path} is missing: install the package with `pip install .` "
+            "from the repository root, or point KDA_LIBRARY at a build tree's libkda_c.so"
+        )
+    return _open(path)
 
 
 _lib = _load()
 _run = _lib.kda_c_run
 
+# ---- the CPU library: libkda_c's CPU half built for a higher x86-64 level, where this CPU runs it
+CPU_LEVELS = {"baseline": 0, "x86-64-v3": 3, "x86-64-v4": 4}
+
+
+def cpu_library_path(level: str) -> Path:
+    """Where the package keeps the CPU library of `level` (libkda_c itself for "baseline")."""
+    if level == "baseline":
+        return _find_library()
+    base = _find_library()
+    return base.with_name(f"libkda_c_{level.replace('-', '_')}{base.suffix}")
+
+
+def load_cpu_library(level: str) -> ctypes.CDLL:
+    """Loads the CPU library of `level`; ImportError when this CPU cannot run it or it was not built."""
+    if level not in CPU_LEVELS:
+        raise ImportError(f"kda: unknown CPU level {level!r}: expected one of {', '.join(CPU_LEVELS)}")
+    if level == "baseline":
+        return _lib
+    cpu = _lib.kda_c_cpu_level()
+    if cpu < CPU_LEVELS[level]:
+        raise ImportError(f"kda: this CPU does not run {level} code (it runs x86-64 level {cpu or 'baseline'})")
+    path = cpu_library_path(level)
+    if not path.exists():
+        raise ImportError(f"kda: {path} was not built (x86-64 with GCC or Clang only, KDA_PYTHON_CPU_LEVELS=ON)")
+    return _open(path)
+
+
+def _choose_cpu_library() -> tuple[str, ctypes.CDLL]:
+    """KDA_CPU_LEVEL if set (an error if this CPU or build cannot honour it), else the highest
+    level that this CPU runs and the package holds."""
+    forced = os.environ.get("KDA_CPU_LEVEL")
+    if forced:
+        return forced, load_cpu_library(forced)
+    for level in ("x86-64-v4", "x86-64-v3"):
+        try:
+            return level, load_cpu_library(level)
+        except ImportError:
+            continue
+    return "baseline", _lib
+
+
+_cpu_level, _cpu_lib = _choose_cpu_library()
+_cpu_run = _cpu_lib.kda_c_run
+
 
 def has_cuda() -> bool:
     """Whether the compiled library has the CUDA backend."""
     return bool(_lib.kda_c_has_cuda())
+
+
+def cpu_level() -> str:
+    """The x86-64 level of the code that runs kda's CPU calls: "baseline", "x86-64-v3" or "x86-64-v4"."""
+    return _cpu_level
 
 
 def describe(t: torch.Tensor | None, slot: int, fn: str) -> list[int]:
@@ -116,7 +171,7 @@ def run(header: list[int], tensors: dict[int, torch.Tensor | None], scale: float
         at = HEADER + s * TENSOR
         buf[at:at + TENSOR] = array.array("q", describe(t, s, fn))
     err = ctypes.create_string_buffer(1024)
-    code = _run(buf.buffer_info()[0], WORDS, scale, lower_bound, ctypes.addressof(err), 1024)
+    code = (_cpu_run if on_cpu else _run)(buf.buffer_info()[0], WORDS, scale, lower_bound, ctypes.addressof(err), 1024)
     if code == OK:
         return
     message = err.value.decode("utf-8", "replace")

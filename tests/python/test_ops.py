@@ -3,6 +3,8 @@ entry, on every entry each call writes; untouched entries must keep their conten
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from conftest import check, make_inputs
@@ -150,3 +152,41 @@ def test_sequence_split_at_a_chunk_boundary(BT):
     for i in range(2):
         assert torch.equal(torch.cat([parts[0][i], parts[1][i]], dim=1), whole[i])
         assert torch.equal(varlen[i], whole[i])
+
+
+@pytest.mark.parametrize("level", ["baseline", "x86-64-v3", "x86-64-v4"])
+def test_every_cpu_level_at_the_floor(level, monkeypatch):
+    # the CPU half built for each x86-64 level this machine runs (the package loads the highest one):
+    # every one at the floor, bf16 and fp32, both gate modes
+    from kda import _lib
+    try:
+        lib = _lib.load_cpu_library(level)
+    except ImportError as e:
+        pytest.skip(str(e))
+    monkeypatch.setattr(_lib, "_cpu_run", lib.kda_c_run)
+    for dtype in (torch.bfloat16, torch.float32):
+        for safe_gate in (False, True):
+            x = make_inputs(B=1, T=150, H=2, HV=4, K=80, dtype=dtype, safe_gate=safe_gate)
+            Aqk, Akk = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], x["scale"], safe_gate=safe_gate)
+            eAqk, eAkk = reference.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], x["scale"], 64)
+            check(Aqk, eAqk, what=f"{level} Aqk")
+            check(Akk, eAkk, what=f"{level} Akk")
+
+
+def test_cpu_level_choice_and_refusal():
+    import subprocess
+    import sys
+
+    from kda import _lib
+    assert kda.cpu_level() in _lib.CPU_LEVELS
+    # the default is the highest level this CPU runs among the libraries present
+    present = [lvl for lvl in ("x86-64-v4", "x86-64-v3") if _lib.cpu_library_path(lvl).exists()
+               and _lib._lib.kda_c_cpu_level() >= _lib.CPU_LEVELS[lvl]]
+    assert kda.cpu_level() == (present[0] if present else "baseline")
+    # a level that does not exist is refused at import, naming it
+    env = dict(os.environ, KDA_CPU_LEVEL="x86-64-v9")
+    r = subprocess.run([sys.executable, "-c", "import kda"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "unknown CPU level 'x86-64-v9'" in r.stderr
+    env["KDA_CPU_LEVEL"] = "baseline"
+    r = subprocess.run([sys.executable, "-c", "import kda; print(kda.cpu_level())"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "baseline"
