@@ -3,7 +3,8 @@
 # checkout's root. Installs the package from this tree (`pip install --no-build-isolation`:
 # scikit-build-core and nvcc must be on that machine), runs tests/python, FLA's own KDA tests with
 # kda as FLA's backend and without it (the control), the chunk_kda side-by-side and the binding's
-# per-call cost. Logs and results go to $OUT (default /tmp/out).
+# per-call cost. Logs and results: $OUT/python_logs.tgz (default OUT /tmp/out), written after every
+# step so that a run cut short still returns what it did; compare_chunk_kda.txt / .json beside it.
 #
 #   FLA_SRC=.fla bash bench/device_python.sh
 #
@@ -12,24 +13,38 @@
 # PYTHONPATH so that FLA's tests run against the FLA they were written for; einops must be
 # importable (WHEELS: a folder of wheels to install first, e.g. `pip download --no-deps -d .whl einops`).
 # STEPS: any of install pytest fla-tests compare binding (default: all, in that order).
+# WHEEL: a wheel of this tree to install instead of building it there (for a machine without
+# scikit-build-core): `pip wheel . --no-build-isolation --no-deps -w .dev/wheel
+# -Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90a` on the build machine; the wheel is tagged
+# py3-none-<platform>, so it serves that machine's Python whatever the build machine's.
+# pip runs as `python3 -m pip`, so that the package lands where the python3 that runs the tests
+# (and has torch) looks for it.
 # FLA_TESTS_K: pytest -k expression for FLA's tests (default: every test that reaches chunk_kda).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-install pytest fla-tests compare binding}
 FLA_TESTS_K=${FLA_TESTS_K:-"chunk and not naive and not flash_kda and not ascend and not invalid"}
-mkdir -p "$OUT"
-step() { echo "== step $1: $(date +%T)"; }
+FINAL_OUT=$OUT
+OUT=/tmp/kda_py_logs
+rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL_OUT"
+save() { tar czf "$FINAL_OUT/python_logs.tgz" -C "$OUT" .; }
+step() { save; echo "== step $1: $(date +%T)"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 if [[ -n "${WHEELS:-}" ]]; then
-  pip install --no-deps --no-index "$WHEELS"/*.whl >"$OUT/wheels.log" 2>&1
+  python3 -m pip install --no-deps --no-index "$WHEELS"/*.whl >"$OUT/wheels.log" 2>&1
 fi
 if has install; then
   step install
   start=$SECONDS
-  CUDAARCHS=${CUDAARCHS:-90a} pip install --no-build-isolation --no-deps --force-reinstall . >"$OUT/pip_install.log" 2>&1
+  if [[ -n "${WHEEL:-}" ]]; then
+    python3 -m pip install --no-deps --force-reinstall "$WHEEL" >"$OUT/pip_install.log" 2>&1
+  else
+    CUDAARCHS=${CUDAARCHS:-90a} python3 -m pip install --no-build-isolation --no-deps --force-reinstall . >"$OUT/pip_install.log" 2>&1
+  fi
   echo "rc=$? in $((SECONDS - start)) s" | tee -a "$OUT/pip_install.log"
+  python3 -c "import kda; print('kda: CUDA backend', kda.has_cuda(), '; CPU level', kda.cpu_level())" 2>&1 | tee -a "$OUT/pip_install.log"
 fi
 if has pytest; then
   step pytest
@@ -55,3 +70,4 @@ if has binding; then
   for dev in cuda cpu; do python3 bench/binding_overhead.py --device $dev 2>&1 | tee "$OUT/binding_$dev.txt"; done
 fi
 step done
+for f in compare_chunk_kda.txt compare_chunk_kda.json; do if [[ -f "$OUT/$f" ]]; then cp "$OUT/$f" "$FINAL_OUT/"; fi; done
