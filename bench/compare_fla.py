@@ -55,6 +55,9 @@ SHAPES = [  # name, B, T, H, HV, K, dtype, lengths, graph
     ("varlen 256 seqs H32", 1, None, 32, 32, 128, torch.bfloat16, "short", False),
     ("B8 T4096 H32 K64", 8, 4096, 32, 32, 64, torch.bfloat16, None, False),
     ("B8 T4096 H32 fp16", 8, 4096, 32, 32, 128, torch.float16, None, False),
+    # rows that are not a multiple of 16 bytes (200 and 74 bytes of bf16): no per-head tensor map
+    ("B8 T4096 H32 K100", 8, 4096, 32, 32, 100, torch.bfloat16, None, False),
+    ("B8 T4096 H32 K37", 8, 4096, 32, 32, 37, torch.bfloat16, None, False),
 ]
 
 
