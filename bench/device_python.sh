@@ -19,7 +19,9 @@
 # py3-none-<platform>, so it serves that machine's Python whatever the build machine's.
 # pip runs as `python3 -m pip`, so that the package lands where the python3 that runs the tests
 # (and has torch) looks for it.
-# FLA_TESTS_K: pytest -k expression for FLA's tests (default: every test that reaches chunk_kda).
+# FLA_TESTS_K: pytest -k expression for FLA's tests (default: every test that reaches chunk_kda);
+# FLA_TIMEOUT: seconds for each of the two runs (default 420). Logs: fla_tests_kda_1.log (kda on),
+# fla_tests_kda_0.log (the control).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -45,6 +47,13 @@ if has install; then
   fi
   echo "rc=$? in $((SECONDS - start)) s" | tee -a "$OUT/pip_install.log"
   python3 -c "import kda; print('kda: CUDA backend', kda.has_cuda(), '; CPU level', kda.cpu_level())" 2>&1 | tee -a "$OUT/pip_install.log"
+  # the toolchain and what the libraries link and export (only kda_c_* may be exported)
+  pkg=$(python3 -c "import kda, os; print(os.path.dirname(kda.__file__))" 2>/dev/null)
+  { c++ --version | head -n 1
+    for lib in "$pkg"/*.so; do
+      echo "$lib: $(readelf -d "$lib" | grep -o 'NEEDED.*' | tr '\n' ' ')"
+      echo "  exported: $(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | head -n 6 | tr '\n' ' ')"
+    done; } >>"$OUT/pip_install.log" 2>&1
 fi
 if has pytest; then
   step pytest
@@ -54,12 +63,14 @@ fi
 if has fla-tests; then
   step fla-tests
   export PYTHONPATH="${FLA_SRC:?set FLA_SRC}:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
-  python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q "$FLA_SRC/tests/ops/test_kda.py" -k "$FLA_TESTS_K" \
-    >"$OUT/fla_tests_kda_on.log" 2>&1
-  tail -n 5 "$OUT/fla_tests_kda_on.log"
-  FLA_KDA=0 python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q "$FLA_SRC/tests/ops/test_kda.py" -k "$FLA_TESTS_K" \
-    >"$OUT/fla_tests_kda_off.log" 2>&1
-  tail -n 5 "$OUT/fla_tests_kda_off.log"
+  # kda on and off side by side (Triton's compiles are CPU-bound and the machine has many cores), each
+  # cut at FLA_TIMEOUT seconds so that the logs come back; rerun with a narrower FLA_TESTS_K if cut
+  for on in 1 0; do
+    FLA_KDA=$on timeout "${FLA_TIMEOUT:-420}" python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q -rs \
+      --durations=10 "$FLA_SRC/tests/ops/test_kda.py" -k "$FLA_TESTS_K" >"$OUT/fla_tests_kda_$on.log" 2>&1 &
+  done
+  wait
+  for on in 1 0; do echo "-- FLA_KDA=$on"; tail -n 5 "$OUT/fla_tests_kda_$on.log"; done
 fi
 if has compare; then
   step compare

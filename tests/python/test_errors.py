@@ -3,6 +3,10 @@ written and the interpreter survives."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import make_inputs
@@ -96,3 +100,17 @@ def test_not_differentiable():
     q = x["q"].clone().requires_grad_()
     Aqk, Akk = kda.chunk_kda_intra(q, x["k"], x["g"], x["beta"])
     assert not Aqk.requires_grad and not Akk.requires_grad
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("nm") is None, reason="needs Linux and binutils' nm")
+def test_libraries_export_only_the_c_abi():
+    # anything else in the dynamic symbol table (a statically linked libstdc++ above all) can be interposed
+    # by the libstdc++ that torch loads: the mixed copies crash while formatting an error message
+    from kda import _lib
+    paths = [_lib.cpu_library_path(level) for level in _lib.CPU_LEVELS]
+    paths = [p for p in paths if p.exists()]
+    assert paths
+    for path in paths:
+        out = subprocess.run(["nm", "-D", "--defined-only", str(path)], check=True, capture_output=True, text=True).stdout
+        names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+        assert names == ["kda_c_abi_version", "kda_c_cpu_level", "kda_c_has_cuda", "kda_c_run"], (path, names[:5])
