@@ -487,9 +487,12 @@ void check_bad_inputs(const Runner& run, dtype X) {
     };
     // the index tensors' mutations apply to their host copies too: a backend that reads them on the
     // device validates the host copies (a copy that differs from its device tensor goes unseen)
-    auto set_cu = [&](std::int64_t a0, std::int64_t a1, std::int64_t a2) {
+    // a replaced index tensor replaces its host copy too (the CUDA backend validates the host copy)
+    auto use_cu = [](auto& a, const tensor_ref& cu) { a.cu_seqlens = a.cu_seqlens_host = cu; };
+    auto set_cu = [&](auto& a, std::int64_t a0, std::int64_t a1, std::int64_t a2) {
         auto* c = cu_bad.data<std::int64_t>();
         c[0] = a0, c[1] = a1, c[2] = a2;
+        use_cu(a, cu_bad.ref());
     };
     std::vector<bad_case> cases = {
         {"q shape", "'q'", [](auto&, auto& a) { a.q.shape[3] = 32; }},
@@ -507,18 +510,18 @@ void check_bad_inputs(const Runner& run, dtype X) {
         {"BC = 8", "'BC'", [](auto& pp, auto&) { pp.BC = 8; }},
         {"scale NaN", "'scale'", [](auto& pp, auto&) { pp.scale = std::nan(""); }},
         {"B = 2 with cu_seqlens", "'B'", [](auto& pp, auto&) { pp.B = 2; }},
-        {"cu_seqlens not from 0", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(1, 40, 100), a.cu_seqlens = a.cu_seqlens_host = cu_bad.ref(); }},
-        {"cu_seqlens decreasing", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(0, 101, 100), a.cu_seqlens = a.cu_seqlens_host = cu_bad.ref(); }},
-        {"cu_seqlens not ending at T", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(0, 40, 99), a.cu_seqlens = a.cu_seqlens_host = cu_bad.ref(); }},
-        {"cu_seqlens negative", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(0, -4, 100), a.cu_seqlens = a.cu_seqlens_host = cu_bad.ref(); }},
-        {"cu_seqlens dtype", "'cu_seqlens'", [&](auto&, auto& a) { a.cu_seqlens = a.cu_seqlens_host = in.beta.ref(); }},
+        {"cu_seqlens not from 0", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(a, 1, 40, 100); }},
+        {"cu_seqlens decreasing", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(a, 0, 101, 100); }},
+        {"cu_seqlens not ending at T", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(a, 0, 40, 99); }},
+        {"cu_seqlens negative", "'cu_seqlens'", [&](auto&, auto& a) { set_cu(a, 0, -4, 100); }},
+        {"cu_seqlens dtype", "'cu_seqlens'", [&](auto&, auto& a) { use_cu(a, in.beta.ref()); }},
         {"chunk_indices mismatch", "'chunk_indices'", [&](auto&, auto& a) {
              auto* c = ci_bad.data<std::int64_t>();
              const std::int64_t v[6] = {0, 0, 1, 0, 1, 2};
              std::copy(v, v + 6, c);
              a.chunk_indices = a.chunk_indices_host = ci_bad.ref();
          }},
-        {"chunk_indices without cu_seqlens", "'chunk_indices'", [&](auto&, auto& a) { a.cu_seqlens = a.cu_seqlens_host = {}; }},
+        {"chunk_indices without cu_seqlens", "'chunk_indices'", [&](auto&, auto& a) { use_cu(a, tensor_ref{}); }},
         {"null q", "'q'", [](auto&, auto& a) { a.q.data = nullptr; }},
         {"misaligned q", "aligned", [](auto&, auto& a) { a.q.data = static_cast<const unsigned char*>(a.q.data) + 1; }},
         {"non-contiguous K", "contiguous", [](auto&, auto& a) { a.k.stride[3] = 2; }},
