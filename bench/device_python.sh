@@ -19,14 +19,14 @@
 # py3-none-<platform>, so it serves that machine's Python whatever the build machine's.
 # pip runs as `python3 -m pip`, so that the package lands where the python3 that runs the tests
 # (and has torch) looks for it.
-# FLA_TESTS_K: pytest -k expression for FLA's tests (default: every test that reaches chunk_kda);
-# FLA_TIMEOUT: seconds for each of the two runs (default 420). Logs: fla_tests_kda_1.log (kda on),
-# fla_tests_kda_0.log (the control).
+# FLA_TESTS: the test functions of FLA's tests/ops/test_kda.py to run (default: every one that reaches
+# chunk_kda); FLA_TIMEOUT: seconds for each (default 420). Logs fla_<1|0>_<test>.log (kda on / the
+# control), counts and kda's calls and declines in fla_tests_summary.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-install pytest fla-tests compare binding}
-FLA_TESTS_K=${FLA_TESTS_K:-"chunk and not naive and not flash_kda and not ascend and not invalid"}
+FLA_TESTS=${FLA_TESTS:-"test_chunk test_chunk_state_v_first test_chunk_use_beta_sigmoid_in_kernel test_chunk_varlen test_chunk_varlen_prefill test_chunk_return_intermediate_states"}
 FINAL_OUT=$OUT
 OUT=/tmp/kda_py_logs
 rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL_OUT"
@@ -63,14 +63,24 @@ fi
 if has fla-tests; then
   step fla-tests
   export PYTHONPATH="${FLA_SRC:?set FLA_SRC}:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
-  # kda on and off side by side (Triton's compiles are CPU-bound and the machine has many cores), each
-  # cut at FLA_TIMEOUT seconds so that the logs come back; rerun with a narrower FLA_TESTS_K if cut
+  # one pytest per FLA test function and per switch (kda on: FLA_KDA=1, the control: FLA_KDA=0), all at
+  # once: Triton's compiles are CPU-bound and single-threaded per process; each cut at FLA_TIMEOUT seconds
   for on in 1 0; do
-    FLA_KDA=$on timeout "${FLA_TIMEOUT:-420}" python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q -rs \
-      --durations=10 "$FLA_SRC/tests/ops/test_kda.py" -k "$FLA_TESTS_K" >"$OUT/fla_tests_kda_$on.log" 2>&1 &
+    for t in $FLA_TESTS; do
+      FLA_KDA=$on timeout "${FLA_TIMEOUT:-420}" python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q -rs \
+        "$FLA_SRC/tests/ops/test_kda.py::$t" >"$OUT/fla_${on}_$t.log" 2>&1 &
+    done
   done
   wait
-  for on in 1 0; do echo "-- FLA_KDA=$on"; tail -n 5 "$OUT/fla_tests_kda_$on.log"; done
+  for on in 1 0; do
+    echo "-- FLA_KDA=$on"
+    for t in $FLA_TESTS; do
+      log="$OUT/fla_${on}_$t.log"
+      res=$(grep -E '[0-9]+ (passed|failed|errors?|skipped)' "$log" | tail -n 1)
+      echo "$t: ${res:-no pytest summary (cut by FLA_TIMEOUT?); last line: $(tail -n 1 "$log")}"
+      grep '^kda.fla:' "$OUT/fla_${on}_$t.log" | sed 's/^/  /'
+    done
+  done | tee "$OUT/fla_tests_summary.txt"
 fi
 if has compare; then
   step compare
