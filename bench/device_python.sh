@@ -78,7 +78,7 @@ if has fla-tests; then
       log="$OUT/fla_${on}_$t.log"
       res=$(grep -E '[0-9]+ (passed|failed|errors?|skipped)' "$log" | tail -n 1)
       echo "$t: ${res:-no pytest summary (cut by FLA_TIMEOUT?); last line: $(tail -n 1 "$log")}"
-      grep '^kda.fla:' "$OUT/fla_${on}_$t.log" | sed 's/^/  /'
+      grep '^kda.fla:' "$log" | sed 's/^/  /'
     done
   done | tee "$OUT/fla_tests_summary.txt"
 fi

@@ -487,7 +487,6 @@ void check_bad_inputs(const Runner& run, dtype X) {
     };
     // the index tensors' mutations apply to their host copies too: a backend that reads them on the
     // device validates the host copies (a copy that differs from its device tensor goes unseen)
-    // a replaced index tensor replaces its host copy too (the CUDA backend validates the host copy)
     auto use_cu = [](auto& a, const tensor_ref& cu) { a.cu_seqlens = a.cu_seqlens_host = cu; };
     auto set_cu = [&](auto& a, std::int64_t a0, std::int64_t a1, std::int64_t a2) {
         auto* c = cu_bad.data<std::int64_t>();
