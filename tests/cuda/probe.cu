@@ -97,6 +97,12 @@ bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_a
     return kp.tma;
 }
 
+copy_widths per_thread_copy_widths(const inter_solve_problem& p, const inter_solve_args& h) {
+    device_copies dc;
+    const inter_solve_args d = dc.all(h);
+    return {kda::cuda::per_thread_copy_bytes(d.q, p.K), kda::cuda::per_thread_copy_bytes(d.k, p.K), kda::cuda::per_thread_copy_bytes(d.g, p.K)};
+}
+
 std::string run_with_host_tensor(const inter_solve_problem& p, const inter_solve_args& h, const std::string& keep_on_host) {
     device_copies dc;
     inter_solve_args d = dc.all(h);

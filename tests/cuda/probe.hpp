@@ -24,6 +24,14 @@ bool device_has_tensor_copies();
 /// false, per-thread copies. bf16 data and BT = 64; `intra` picks the fused intra kernel.
 bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_args& host_args, bool intra);
 
+/// The widths in bytes of the per-thread copies that would stage q, k and g where the tensor copy
+/// engine does not (kda::cuda::per_thread_copy_bytes on device copies of `host_args`, as the launch
+/// decides it): 16, 8 or 4; 0 for element copies.
+struct copy_widths {
+    int q = 0, k = 0, g = 0;
+};
+copy_widths per_thread_copy_widths(const inter_solve_problem& p, const inter_solve_args& host_args);
+
 /// Runs kda::inter_solve(kda::cuda_backend{stream}, ...) on device copies of `host_args`, except
 /// that the tensor named `keep_on_host` ("q", "k", "g", "beta", "Akkd", "Aqk", "Akk", "cu_seqlens",
 /// "chunk_indices") is passed as its host pointer. Returns kda::error's message, "" if none.

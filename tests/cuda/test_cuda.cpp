@@ -75,6 +75,17 @@ void run_cpu(const kda::reference::inputs& in, host_tensor& Aqk, host_tensor& Ak
 
 bool same_bytes(const host_tensor& a, const host_tensor& b) { return std::memcmp(a.raw(), b.raw(), static_cast<std::size_t>(a.nbytes())) == 0; }
 
+/// A view of t's data copied `shift` elements into `storage` (allocated here, one element-aligned
+/// buffer): the same values, off their alignment.
+kda::tensor_ref shifted(const host_tensor& t, host_tensor& storage, std::int64_t shift) {
+    storage = host_tensor(t.type(), {t.numel() + shift});
+    const std::int64_t off = shift * size_of(t.type());
+    std::memcpy(static_cast<unsigned char*>(storage.raw()) + off, t.raw(), static_cast<std::size_t>(t.nbytes()));
+    kda::tensor_ref r = t.ref();
+    r.data = static_cast<const unsigned char*>(storage.raw()) + off;
+    return r;
+}
+
 }  // namespace
 
 TEST_CASE("cuda: matches the CPU backend on the same inputs", "[cuda][vs-cpu]") {
@@ -145,19 +156,29 @@ TEST_CASE("cuda: the tensor copy engine and per-thread copies give the same bits
 }
 
 TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread copies otherwise, the same bits", "[cuda][tma]") {
-    // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one; K = 37 rows are
-    // 74 bytes, which no tensor map can describe: per-thread copies, in both kernels. The
-    // inter-solve step's bits equal those of use_tma = false either way ([intra][tma]: the fused
-    // kernel's).
+    // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one, 16-byte copies
+    // per thread without it. K = 100 rows are 200 bytes and K = 37 rows 74 bytes, which no tensor
+    // map describes: per-thread copies of 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16) and
+    // element copies for K = 37 (g, 148-byte rows: 4 bytes), in both kernels. The inter-solve step's
+    // bits equal those of use_tma = false, and those of the same values one element off their
+    // alignment (element copies for q and k) ([intra][tma]: the fused kernel's).
+    struct expected {
+        std::int64_t K;
+        int q, g;
+    };
     const bool engine = kda::testing::probe::device_has_tensor_copies();
-    for (std::int64_t K : {128, 37}) {
+    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 0, 4}}) {
         setup s;
-        s.p = make_problem(1, 200, 2, 2, K, 64, false, precision::tf32);
+        s.p = make_problem(1, 200, 2, 2, e.K, 64, false, precision::tf32);
         s.seed = 5;
         const auto in = s.make();
         host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
         INFO(s.describe());
-        for (bool intra : {false, true}) CHECK(kda::testing::probe::stages_with_tensor_copies(in.problem, in.args(q1, k1), intra) == (engine && K == 128));
+        for (bool intra : {false, true}) CHECK(kda::testing::probe::stages_with_tensor_copies(in.problem, in.args(q1, k1), intra) == (engine && e.K == 128));
+        const auto widths = kda::testing::probe::per_thread_copy_widths(in.problem, in.args(q1, k1));
+        CHECK(widths.q == e.q);
+        CHECK(widths.k == e.q);
+        CHECK(widths.g == e.g);
         host_tensor q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
         kda::bridge::cuda_options without;
         without.use_tma = false;
@@ -165,6 +186,16 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
         kda::bridge::cuda_inter_solve_host(in.problem, in.args(q2, k2), without);
         CHECK(same_bytes(q1, q2));
         CHECK(same_bytes(k1, k2));
+        host_tensor sq, sk, q3 = in.make_output(sentinel), k3 = in.make_output(sentinel);
+        kda::inter_solve_args a = in.args(q3, k3);
+        a.q = shifted(in.q, sq, 1);
+        a.k = shifted(in.k, sk, 1);
+        const auto off = kda::testing::probe::per_thread_copy_widths(in.problem, a);
+        CHECK(off.q == 0);
+        CHECK(off.k == 0);
+        kda::bridge::cuda_inter_solve_host(in.problem, a);
+        CHECK(same_bytes(q1, q3));
+        CHECK(same_bytes(k1, k3));
     }
 }
 
@@ -182,22 +213,14 @@ TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the e
                 host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
                 kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
                 // the same data `shift` elements further into larger buffers
-                auto shifted = [shift](const host_tensor& t, host_tensor& storage) {
-                    storage = host_tensor(t.type(), {t.numel() + shift});
-                    const std::int64_t off = shift * size_of(t.type());
-                    std::memcpy(static_cast<unsigned char*>(storage.raw()) + off, t.raw(), static_cast<std::size_t>(t.nbytes()));
-                    kda::tensor_ref r = t.ref();
-                    r.data = static_cast<const unsigned char*>(storage.raw()) + off;
-                    return r;
-                };
                 host_tensor sq, sk, sg, sd, so1, so2;
                 host_tensor q2 = in.make_output(sentinel), k2 = in.make_output(sentinel);
                 kda::inter_solve_args a = in.args(q2, k2);
-                a.q = shifted(in.q, sq);
-                a.k = shifted(in.k, sk);
-                a.g = shifted(in.g, sg);
-                a.Akkd = shifted(in.Akkd, sd);
-                kda::tensor_ref oq = shifted(q2, so1), ok = shifted(k2, so2);
+                a.q = shifted(in.q, sq, shift);
+                a.k = shifted(in.k, sk, shift);
+                a.g = shifted(in.g, sg, shift);
+                a.Akkd = shifted(in.Akkd, sd, shift);
+                kda::tensor_ref oq = shifted(q2, so1, shift), ok = shifted(k2, so2, shift);
                 a.Aqk.data = const_cast<void*>(oq.data);
                 a.Akk.data = const_cast<void*>(ok.data);
                 kda::bridge::cuda_inter_solve_host(in.problem, a);

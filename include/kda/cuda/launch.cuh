@@ -17,7 +17,8 @@
 // batch, token and head axes, T below 2^31); the maps are encoded on the host for every launch
 // (cuTensorMapEncodeTiled, reached through the runtime's driver entry points: no link against
 // libcuda) and travel in the kernel's parameters. Otherwise every thread stages its share with
-// 16-byte cp.async copies (vector_loads_ok) or element copies.
+// cp.async copies of 16, 8 or 4 bytes, as the rows' alignment allows (per_thread_copy_bytes), or
+// element copies.
 #pragma once
 
 #include <cuda.h>
@@ -38,20 +39,47 @@
 
 namespace kda::cuda {
 
-/// Whether the rows of `t` may be accessed as 16-byte vectors at element offsets that are multiples
-/// of the vector width: a 16-byte aligned base and 16-byte multiples for the strides of every axis
-/// with more than one index.
-inline bool rows_vector_aligned(const tensor_ref& t) {
+/// Whether the rows of `t` may be accessed as `bytes`-wide pieces at element offsets that are
+/// multiples of the piece: a base aligned to `bytes` and multiples of `bytes` for the strides of
+/// every axis with more than one index.
+inline bool rows_aligned(const tensor_ref& t, std::int64_t bytes) {
     const std::int64_t es = size_of(t.type);
-    if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
+    if (reinterpret_cast<std::uintptr_t>(t.data) % static_cast<std::uintptr_t>(bytes) != 0) return false;
     for (int d = 0; d < t.rank - 1; ++d)
-        if (t.shape[d] > 1 && (t.stride[d] * es) % 16 != 0) return false;
+        if (t.shape[d] > 1 && (t.stride[d] * es) % bytes != 0) return false;
     return true;
 }
+inline bool rows_vector_aligned(const tensor_ref& t) { return rows_aligned(t, 16); }
 
 /// Whether the kernel may read rows of `t` as 16-byte vectors: aligned rows, and K a multiple of
 /// the vector width (so that no vector straddles the end of a row).
 inline bool vector_loads_ok(const tensor_ref& t, std::int64_t K) { return K % (16 / size_of(t.type)) == 0 && rows_vector_aligned(t); }
+
+/// The width in bytes of the per-thread copies that stage `t`'s rows (no tensor copies): 16 where
+/// vector_loads_ok, else 8 or 4 where the rows are aligned to it (such a copy reads only the bytes
+/// inside K, so K need not be a multiple of it), else 0: element copies. bf16 K = 100 (200-byte
+/// rows) takes 8, K = 37 (74-byte rows) 0, and its fp32 g (148-byte rows) 4.
+inline int per_thread_copy_bytes(const tensor_ref& t, std::int64_t K) {
+    if (vector_loads_ok(t, K)) return 16;
+    for (int w : {8, 4})
+        if (size_of(t.type) <= w && rows_aligned(t, w)) return w;
+    return 0;
+}
+
+/// Sets the kernel's staging widths of q, k and g.
+template <class KP>
+void set_copy_widths(KP& kp, const inter_solve_args& a, std::int64_t K) {
+    const auto narrow = [K](const tensor_ref& t) {
+        const int w = per_thread_copy_bytes(t, K);
+        return static_cast<std::uint8_t>(w == 16 ? 0 : w);
+    };
+    kp.vec_q = vector_loads_ok(a.q, K);
+    kp.vec_k = vector_loads_ok(a.k, K);
+    kp.vec_g = vector_loads_ok(a.g, K);
+    kp.narrow_q = narrow(a.q);
+    kp.narrow_k = narrow(a.k);
+    kp.narrow_g = narrow(a.g);
+}
 
 /// Whether the rows of output `t` take stores of two adjacent elements at even columns: a base
 /// aligned to 2 elements and even strides for every axis with more than one index.
@@ -143,9 +171,7 @@ void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, c
     kp.p = make_params<X>(p, a, grid);
     kp.num_sequences = grid.num_sequences;
     kp.group = p.HV / p.H;
-    kp.vec_q = vector_loads_ok(a.q, p.K);
-    kp.vec_k = vector_loads_ok(a.k, p.K);
-    kp.vec_g = vector_loads_ok(a.g, p.K);
+    set_copy_widths(kp, a, p.K);
     kp.pair_out = pair_stores_ok(as_const(a.Aqk)) && pair_stores_ok(as_const(a.Akk));
     kp.vec_out = rows_vector_aligned(as_const(a.Aqk)) && rows_vector_aligned(as_const(a.Akk));
     kp.vec_akkd = Step::reads_akkd && rows_vector_aligned(a.Akkd);

@@ -15,9 +15,9 @@
 //      one thread, completing on an mbarrier; issued before the wait for the previous slice, or
 //      with tuning.hpp's late_copies inside its build round) where the tensors allow it
 //      (launch.cuh: tma), else
-//      by per-thread 16-byte cp.async or element copies. Each slice is first *built* into
-//      tensor-core operands, once per element (build_operands), with the first row gn_m and the
-//      last row gl_m of each sub-chunk m as gate references:
+//      by per-thread cp.async copies of 16, 8 or 4 bytes, or element copies. Each slice is first
+//      *built* into tensor-core operands, once per element (build_operands), with the first row
+//      gn_m and the last row gl_m of each sub-chunk m as gate references:
 //        A:  q_si 2^(g_si - gn_si), k_si 2^(g_si - gn_si)   (rows past n -> 0; rounded to tf32)
 //        B:  ku_sj = k_sj 2^(gl_sj - g_sj),   f(si, sj) = 2^(gn_si - gl_sj)   (per column)
 //      so that the seed's b_kgt = k_sj 2^(gn_si - g_sj) = ku_sj f(si, sj), formed per fragment;
@@ -260,18 +260,50 @@ struct chunk_item {
         }
     }
 
+    /// The same for rows aligned to W = 8 or 4 bytes but not 16: W-byte cp.async copies at the
+    /// element offsets that are multiples of W, asynchronous like stage_vec's. A copy that straddles
+    /// K reads only the bytes inside it; rows past the chunk's end read nothing (both zero-filled).
+    template <class T, int LD, int W>
+    __device__ void stage_narrow(T* dst, const T* src, const axis_strides& st, std::int64_t head, int k0) const {
+        constexpr int per = W / static_cast<int>(sizeof(T)), per_row = BK / per, total = BT * per_row;
+        static_assert(per >= 1 && BK % per == 0, "A slice's row is whole copies.");
+        const std::int64_t left = P.K - k0;
+#pragma unroll 1
+        for (int i = tid; i < total; i += threads) {
+            const int r = i / per_row, col = (i % per_row) * per;
+            const std::int64_t inside = r < c.n ? left - col : 0;  // elements of this copy inside K
+            const int bytes = inside <= 0 ? 0 : inside >= per ? W : static_cast<int>(inside) * static_cast<int>(sizeof(T));
+            const T* p = bytes > 0 ? src + (st.at(c.b, token(r), head) + k0 + col) : src;
+            cp_async_bytes<W>(dst + r * LD + col, p, bytes);
+        }
+    }
+
+    /// One tensor's share of slice k0: 16-byte copies (vec), narrower ones, or element copies.
+    template <class T, int LD>
+    __device__ void stage_tensor(T* dst, const T* src, const stage_plan<T>& pl, const axis_strides& st, std::int64_t head, int k0,
+                                 int klim, bool vec, int narrow) const {
+        if (vec)
+            stage_vec<T, LD>(dst, src, pl, k0, klim);
+        else if (narrow == 8)
+            stage_narrow<T, LD, 8>(dst, src, st, head, k0);
+        else if (narrow == 4)
+            stage_narrow<T, LD, 4>(dst, src, st, head, k0);
+        else
+            stage_scalar<T, LD>(dst, src, st, head, k0);
+    }
+
     struct stage_plans {
         stage_plan<X> q, k;
         stage_plan<float> g;
     };
 
-    /// Per-thread staging of slice k0 into stage st (cp.async or element copies).
+    /// Per-thread staging of slice k0 into stage st (cp.async copies or element copies).
     __device__ void stage_slice(const stage_plans& pl, int st, int k0) const {
         const std::int64_t left = P.K - k0;
         const int klim = left < BK ? static_cast<int>(left) : BK;
-        if (kp.vec_q) stage_vec<X, x_ld>(s_q(st), P.q, pl.q, k0, klim); else stage_scalar<X, x_ld>(s_q(st), P.q, P.q_s, h, k0);
-        if (kp.vec_k) stage_vec<X, x_ld>(s_k(st), P.k, pl.k, k0, klim); else stage_scalar<X, x_ld>(s_k(st), P.k, P.k_s, h, k0);
-        if (kp.vec_g) stage_vec<float, g_ld>(s_g(st), P.g, pl.g, k0, klim); else stage_scalar<float, g_ld>(s_g(st), P.g, P.g_s, hv, k0);
+        stage_tensor<X, x_ld>(s_q(st), P.q, pl.q, P.q_s, h, k0, klim, kp.vec_q, kp.narrow_q);
+        stage_tensor<X, x_ld>(s_k(st), P.k, pl.k, P.k_s, h, k0, klim, kp.vec_k, kp.narrow_k);
+        stage_tensor<float, g_ld>(s_g(st), P.g, pl.g, P.g_s, hv, k0, klim, kp.vec_g, kp.narrow_g);
     }
 
     /// Tensor-copy staging of slice k0 into stage st: three boxes from thread 0, on barrier st.

@@ -92,6 +92,15 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gsrc, boo
     const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gsrc), "r"(valid ? 16 : 0) : "memory");
 }
+/// W-byte asynchronous copy global -> shared (W = 4, 8 or 16; sm_80+) that reads the first
+/// src_bytes (0 <= src_bytes <= W) and zero-fills the rest: src_bytes = 0 reads nothing (src must
+/// still be a valid address). The source must be aligned to W.
+template <int W>
+__device__ __forceinline__ void cp_async_bytes(void* smem_dst, const void* gsrc, int src_bytes) {
+    static_assert(W == 4 || W == 8 || W == 16, "cp.async copies 4, 8 or 16 bytes");
+    const auto s = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(s), "l"(gsrc), "n"(W), "r"(src_bytes) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 /// Waits until at most N of this thread's most recent groups are still in flight.
 template <int N>
