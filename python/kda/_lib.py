@@ -192,7 +192,9 @@ _SLOT_NAMES = {
 # itself. When the caller passes none, the operator copies the device tensor once (a host
 # synchronisation) and keeps the copy for as long as that tensor object lives unmodified (its
 # version counter unchanged), so repeated calls with the same offsets, and CUDA-graph capture after
-# a first call, synchronise no more.
+# a first call, synchronise no more. Inference tensors (made under torch.inference_mode) have no
+# version counter, so an in-place change to one could not be seen: their copy is made afresh on
+# every call.
 _host_copies: dict[int, tuple[weakref.ref, int, int, torch.Tensor]] = {}
 
 
@@ -201,6 +203,8 @@ def host_copy(t: torch.Tensor | None, given: torch.Tensor | None) -> torch.Tenso
     copy (see above). CPU tensors need none."""
     if t is None or given is not None or t.device.type == "cpu":
         return given
+    if t.is_inference():
+        return t.to("cpu")
     hit = _host_copies.get(id(t))
     if hit is not None and hit[0]() is t and hit[1] == t._version and hit[2] == t.data_ptr():
         return hit[3]

@@ -79,6 +79,24 @@ def test_varlen_host_copies_and_no_synchronisation():
     assert torch.equal(again[0], ref[0]) and torch.equal(given[1], ref[1])
 
 
+def test_varlen_under_inference_mode():
+    """FLA's inference path: cu_seqlens made under torch.inference_mode has no version counter, so its
+    host copy is taken on every call; an in-place change of the offsets is honoured."""
+    x, cu = _varlen_case()
+    cpu = {n: v.cpu() if torch.is_tensor(v) else v for n, v in x.items()}
+    with torch.inference_mode():
+        cu_dev = cu.cuda()
+        first = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], cu_seqlens=cu_dev)
+        cu_dev[2] = 40  # another split of the same tokens, written in place
+        second = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], cu_seqlens=cu_dev)
+    for out, offsets in ((first, cu), (second, cu_dev.cpu())):
+        eAqk, eAkk = reference.chunk_kda_intra(cpu["q"], cpu["k"], cpu["g"], cpu["beta"], x["scale"], 64,
+                                               cu_seqlens=offsets)
+        check_cuda(out[0], eAqk, what=f"Aqk, offsets {offsets.tolist()}")
+        check_cuda(out[1], eAkk, what=f"Akk, offsets {offsets.tolist()}")
+    assert not torch.equal(first[1], second[1])
+
+
 def test_cuda_graph_replay_is_bit_identical():
     x, cu = _varlen_case()
     cu_dev = cu.cuda()

@@ -59,6 +59,16 @@ def test_chunk_kda_intra_varlen(BT, index_dtype):
     assert torch.equal(Aqk2, Aqk) and torch.equal(Akk2, Akk)
 
 
+def test_chunk_kda_intra_varlen_under_inference_mode():
+    cu = torch.tensor([0, 1, 70, 200], dtype=torch.int64)
+    x = make_inputs(B=1, T=200, H=2, HV=2, K=32, cu_seqlens=cu)
+    with torch.inference_mode():
+        Aqk, Akk = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], cu_seqlens=cu.clone())
+    eAqk, eAkk = reference.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], x["scale"], 64, cu_seqlens=cu)
+    check(Aqk, eAqk)
+    check(Akk, eAkk)
+
+
 def test_chunk_kda_intra_strided_views():
     # q, k and beta as slices of one fused projection [B, T, 2 H K + HV]
     B, T, H, K = 1, 90, 2, 32
