@@ -20,8 +20,11 @@
 # pip runs as `python3 -m pip`, so that the package lands where the python3 that runs the tests
 # (and has torch) looks for it.
 # FLA_TESTS: the test functions of FLA's tests/ops/test_kda.py to run (default: every one that reaches
-# chunk_kda); FLA_TIMEOUT: seconds for each (default 420). Logs fla_<1|0>_<test>.log (kda on / the
-# control), counts and kda's calls and declines in fla_tests_summary.txt.
+# chunk_kda), each case a pytest of its own, FLA_JOBS (8) at once (15 on one 80 GB GPU ran out of
+# its memory); FLA_TIMEOUT: seconds for a case (default 420); FLA_BUDGET: seconds after which no
+# case starts (default 3600). Logs
+# fla_<1|0>_<n>.log (kda on / the control, n: the case's line in fla_cases.txt); outcomes, kda's
+# calls and declines per test function in fla_tests_summary.txt (bench/fla_tests_summary.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -51,7 +54,7 @@ if has install; then
   pkg=$(python3 -c "import kda, os; print(os.path.dirname(kda.__file__))" 2>/dev/null)
   { c++ --version | head -n 1
     for lib in "$pkg"/*.so; do
-      echo "$lib: $(readelf -d "$lib" | grep -o 'NEEDED.*' | tr '\n' ' ')"
+      echo "$lib: needs $(readelf -d "$lib" | grep -o 'Shared library: \[[^]]*\]' | tr '\n' ' ')"
       echo "  exported: $(nm -D --defined-only "$lib" | awk '{print $NF}' | sort | head -n 6 | tr '\n' ' ')"
     done; } >>"$OUT/pip_install.log" 2>&1
 fi
@@ -63,24 +66,22 @@ fi
 if has fla-tests; then
   step fla-tests
   export PYTHONPATH="${FLA_SRC:?set FLA_SRC}:$PWD/bench${PYTHONPATH:+:$PYTHONPATH}"
-  # one pytest per FLA test function and per switch (kda on: FLA_KDA=1, the control: FLA_KDA=0), all at
-  # once: Triton's compiles are CPU-bound and single-threaded per process; each cut at FLA_TIMEOUT seconds
-  for on in 1 0; do
-    for t in $FLA_TESTS; do
-      FLA_KDA=$on timeout "${FLA_TIMEOUT:-420}" python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q -rs \
-        "$FLA_SRC/tests/ops/test_kda.py::$t" >"$OUT/fla_${on}_$t.log" 2>&1 &
-    done
-  done
-  wait
-  for on in 1 0; do
-    echo "-- FLA_KDA=$on"
-    for t in $FLA_TESTS; do
-      log="$OUT/fla_${on}_$t.log"
-      res=$(grep -E '[0-9]+ (passed|failed|errors?|skipped)' "$log" | tail -n 1)
-      echo "$t: ${res:-no pytest summary (cut by FLA_TIMEOUT?); last line: $(tail -n 1 "$log")}"
-      grep '^kda.fla:' "$log" | sed 's/^/  /'
-    done
-  done | tee "$OUT/fla_tests_summary.txt"
+  # one pytest per FLA test case and switch (kda on: FLA_KDA=1, then the control: FLA_KDA=0), FLA_JOBS
+  # at once from one queue: Triton's compiles and autotuning are CPU-bound and single-threaded per
+  # process. A case starts only while FLA_BUDGET seconds have not run out and is cut at FLA_TIMEOUT.
+  file="$FLA_SRC/tests/ops/test_kda.py"
+  for t in $FLA_TESTS; do echo "$file::$t"; done | xargs python3 -m pytest --collect-only -q -p no:cacheprovider 2>/dev/null |
+    grep -o '::test_.*' | sed "s|^|$file|" >"$OUT/fla_cases.txt"
+  for on in 1 0; do awk -v on=$on '{print on " " NR " " $0}' "$OUT/fla_cases.txt"; done >"$OUT/fla_queue.txt"
+  export OUT FLA_TIMEOUT=${FLA_TIMEOUT:-420} fla_deadline=$(( $(date +%s) + ${FLA_BUDGET:-3600} ))
+  xargs -d '\n' -P "${FLA_JOBS:-8}" -n 1 bash -c '
+    on=${0%% *}; rest=${0#* }; n=${rest%% *}; case_id=${rest#* }; log="$OUT/fla_${on}_$n.log"
+    echo "case: ${case_id##*::}" >"$log"; left=$(( fla_deadline - $(date +%s) ))
+    if (( left < 30 )); then echo "outcome: not started (FLA_BUDGET spent)" >>"$log"; exit 0; fi
+    FLA_KDA=$on timeout $(( left < FLA_TIMEOUT ? left : FLA_TIMEOUT )) \
+      python3 -m pytest -p fla_tests_plugin -p no:cacheprovider -q -rs "$case_id" >>"$log" 2>&1
+    echo "exit: $?" >>"$log"' <"$OUT/fla_queue.txt"
+  python3 bench/fla_tests_summary.py "$OUT" | tee "$OUT/fla_tests_summary.txt"
 fi
 if has compare; then
   step compare
