@@ -39,7 +39,7 @@ using kda::testing::sentinel;
 /// A problem and its inputs, for the tests below.
 
 /// A spread of shapes: tails, GVA, K not a multiple of the vector width, varlen with and without
-/// chunk_indices (empty and length-1 sequences included), beta in fp32.
+/// chunk_indices (empty and length-1 sequences included; K = 60: 120-byte 16-bit rows), beta in fp32.
 std::vector<setup> spread(precision prec) {
     std::vector<setup> out;
     std::uint64_t seed = 300;
@@ -64,6 +64,11 @@ std::vector<setup> spread(precision prec) {
                 v.with_ci = !v.with_ci;
                 v.seed = ++seed;
                 out.push_back(v);
+                setup u = v;  // 16-bit rows of 120 bytes (8-byte copies) in varlen chunks
+                u.p = make_problem(1, 0, 4, 4, 60, BT, safe, prec);
+                u.seqlens = {31, 65, 64};
+                u.seed = ++seed;
+                out.push_back(u);
             }
     return out;
 }

@@ -66,6 +66,11 @@ std::vector<setup> spread() {
                     v.with_ci = (seed % 2) == 0;
                     v.seed = ++seed;
                     out.push_back(v);
+                    setup u = v;  // 16-bit rows of 120 bytes (8-byte copies) in varlen chunks
+                    u.p = make_problem(1, 0, 4, 4, 60, BT, safe, prec);
+                    u.seqlens = {31, 65, 64};
+                    u.seed = ++seed;
+                    out.push_back(u);
                 }
     return out;
 }

@@ -56,6 +56,22 @@ def test_head_dims_and_unaligned_rows(K):
     check_cuda(Akk, eAkk, what="Akk")
 
 
+@pytest.mark.parametrize("K", [60, 100, 37])
+@pytest.mark.parametrize("BT", [32, 64])
+def test_varlen_rows_not_16_byte_aligned(K, BT):
+    """Rows of 120 / 200 bytes (8-byte copies) and 74 bytes (element copies), fp16, varlen: the shape
+    of FLA's test_chunk_varlen case with D = 60 and chunk size 32."""
+    cu = torch.tensor([0, 31, 96, 160], dtype=torch.int64)
+    x = make_inputs(B=1, T=160, H=4, K=K, dtype=torch.float16, BT=BT, cu_seqlens=cu, device="cuda")
+    Aqk, Akk = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], x["scale"], chunk_size=BT, cu_seqlens=cu.cuda(),
+                                   cu_seqlens_cpu=cu)
+    torch.cuda.synchronize()
+    cpu = {n: v.cpu() if torch.is_tensor(v) else v for n, v in x.items()}
+    eAqk, eAkk = reference.chunk_kda_intra(cpu["q"], cpu["k"], cpu["g"], cpu["beta"], x["scale"], BT, cu_seqlens=cu)
+    check_cuda(Aqk, eAqk, what="Aqk")
+    check_cuda(Akk, eAkk, what="Akk")
+
+
 def _varlen_case(BT=64):
     cu = torch.tensor([0, 1, 2, 2 + BT, 70 + 2 * BT, 300], dtype=torch.int64)
     x = make_inputs(B=1, T=300, H=2, HV=4, K=64, cu_seqlens=cu, device="cuda")
