@@ -22,7 +22,8 @@
 # FLA_TESTS: the test functions of FLA's tests/ops/test_kda.py to run (default: every one that reaches
 # chunk_kda), each case a pytest of its own, FLA_JOBS (8) at once (15 on one 80 GB GPU ran out of
 # its memory); FLA_TIMEOUT: seconds for a case (default 420); FLA_BUDGET: seconds after which no
-# case starts (default 3600). Logs
+# case starts (default 3600); FLA_RESUME=1: a later call on the same machine keeps the logs and
+# runs only the cases that did not finish (cut or not started). Logs
 # fla_<1|0>_<n>.log (kda on / the control, n: the case's line in fla_cases.txt); outcomes, kda's
 # calls and declines per test function in fla_tests_summary.txt (bench/fla_tests_summary.py).
 set -uo pipefail
@@ -32,7 +33,8 @@ STEPS=${STEPS:-install pytest fla-tests compare binding}
 FLA_TESTS=${FLA_TESTS:-"test_chunk test_chunk_state_v_first test_chunk_use_beta_sigmoid_in_kernel test_chunk_varlen test_chunk_varlen_prefill test_chunk_return_intermediate_states"}
 FINAL_OUT=$OUT
 OUT=/tmp/kda_py_logs
-rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL_OUT"
+[[ -n "${FLA_RESUME:-}" ]] || rm -rf "$OUT"
+mkdir -p "$OUT" "$FINAL_OUT"
 save() { tar czf "$FINAL_OUT/python_logs.tgz" -C "$OUT" .; }
 step() { save; echo "== step $1: $(date +%T)"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -73,9 +75,10 @@ if has fla-tests; then
   for t in $FLA_TESTS; do echo "$file::$t"; done | xargs python3 -m pytest --collect-only -q -p no:cacheprovider 2>/dev/null |
     grep -o '::test_.*' | sed "s|^|$file|" >"$OUT/fla_cases.txt"
   for on in 1 0; do awk -v on=$on '{print on " " NR " " $0}' "$OUT/fla_cases.txt"; done >"$OUT/fla_queue.txt"
-  export OUT FLA_TIMEOUT=${FLA_TIMEOUT:-420} fla_deadline=$(( $(date +%s) + ${FLA_BUDGET:-3600} ))
+  export OUT FLA_RESUME=${FLA_RESUME:-} FLA_TIMEOUT=${FLA_TIMEOUT:-420} fla_deadline=$(( $(date +%s) + ${FLA_BUDGET:-3600} ))
   xargs -d '\n' -P "${FLA_JOBS:-8}" -n 1 bash -c '
     on=${0%% *}; rest=${0#* }; n=${rest%% *}; case_id=${rest#* }; log="$OUT/fla_${on}_$n.log"
+    if [[ -n "$FLA_RESUME" ]] && grep -q "^exit: " "$log" 2>/dev/null && ! grep -q "^exit: 124" "$log"; then exit 0; fi
     echo "case: ${case_id##*::}" >"$log"; left=$(( fla_deadline - $(date +%s) ))
     if (( left < 30 )); then echo "outcome: not started (FLA_BUDGET spent)" >>"$log"; exit 0; fi
     FLA_KDA=$on timeout $(( left < FLA_TIMEOUT ? left : FLA_TIMEOUT )) \
