@@ -321,7 +321,7 @@ TEST_CASE("cuda: a compact case list for compute-sanitizer", "[cuda][sanitize]")
                     tc.T = BT + 23;
                     tc.H = 1;
                     tc.HV = 2;
-                    tc.K = X == dtype::fp16 ? 36 : 80;  // fp16: the element-wise load path
+                    tc.K = X == dtype::fp16 ? 36 : 80;  // fp16: 72-byte rows (8-byte copies)
                     tc.BT = BT;
                     tc.safe_gate = safe;
                     tc.X = X;
