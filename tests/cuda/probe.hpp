@@ -26,7 +26,7 @@ bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_a
 
 /// The widths in bytes of the per-thread copies that would stage q, k and g where the tensor copy
 /// engine does not (kda::cuda::per_thread_copy_bytes on device copies of `host_args`, as the launch
-/// decides it): 16, 8 or 4; 0 for element copies.
+/// decides it): 16, 8 or 4; 2 for 16-bit rows staged in runs from aligned words.
 struct copy_widths {
     int q = 0, k = 0, g = 0;
 };

@@ -1,6 +1,6 @@
 // tests/cuda/test_cuda.cpp: CUDA-only checks beyond the conformance suite: CUDA against the CPU
 // backend on identical inputs, bitwise repeatability, the tensor copy engine against per-thread
-// copies (bit for bit), the element-wise load path, explicit BK
+// copies (bit for bit), the narrow staging paths, explicit BK
 // instantiations, bad inputs that only a device backend has (host memory, missing host copies),
 // graph capture, a compact case list for compute-sanitizer ([sanitize]) and
 // outputs of more than 2^31 elements ([.large], run explicitly with "[large]").
@@ -164,15 +164,15 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
     // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one, 16-byte copies
     // per thread without it. K = 100 rows are 200 bytes and K = 37 rows 74 bytes, which no tensor
     // map describes: per-thread copies of 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16) and
-    // element copies for K = 37 (g, 148-byte rows: 4 bytes), in both kernels. The inter-solve step's
-    // bits equal those of use_tma = false, and those of the same values one element off their
-    // alignment (element copies for q and k) ([intra][tma]: the fused kernel's).
+    // runs from aligned words for K = 37 (g, 148-byte rows: 4 bytes), in both kernels. The
+    // inter-solve step's bits equal those of use_tma = false, and those of the same values one
+    // element off their alignment (runs from aligned words for q and k) ([intra][tma]: the fused kernel's).
     struct expected {
         std::int64_t K;
         int q, g;
     };
     const bool engine = kda::testing::probe::device_has_tensor_copies();
-    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 0, 4}}) {
+    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 2, 4}}) {
         setup s;
         s.p = make_problem(1, 200, 2, 2, e.K, 64, false, precision::tf32);
         s.seed = 5;
@@ -196,17 +196,17 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
         a.q = shifted(in.q, sq, 1);
         a.k = shifted(in.k, sk, 1);
         const auto off = kda::testing::probe::per_thread_copy_widths(in.problem, a);
-        CHECK(off.q == 0);
-        CHECK(off.k == 0);
+        CHECK(off.q == 2);
+        CHECK(off.k == 2);
         kda::bridge::cuda_inter_solve_host(in.problem, a);
         CHECK(same_bytes(q1, q3));
         CHECK(same_bytes(k1, k3));
     }
 }
 
-TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the element-wise path", "[cuda][align]") {
-    // shift 1: every tensor one element off 16 bytes (element-wise loads and stores); shift 2: the
-    // outputs still take two-element stores but not 16-byte ones
+TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the narrow paths", "[cuda][align]") {
+    // shift 1: every tensor one element off 16 bytes (bf16 rows staged from aligned words, fp32 rows
+    // by 4-byte copies, element-wise stores); shift 2: 4- / 8-byte copies, two-element stores
     for (dtype X : {dtype::bf16, dtype::fp32})
         for (bool safe : {false, true})
             for (std::int64_t shift : {1, 2}) {
@@ -321,7 +321,7 @@ TEST_CASE("cuda: a compact case list for compute-sanitizer", "[cuda][sanitize]")
                     tc.T = BT + 23;
                     tc.H = 1;
                     tc.HV = 2;
-                    tc.K = X == dtype::fp16 ? 36 : 80;  // fp16: 72-byte rows (8-byte copies)
+                    tc.K = X == dtype::fp16 ? 37 : X == dtype::bf16 ? 36 : 80;  // 74-byte rows (runs from words), 72-byte (8-byte copies)
                     tc.BT = BT;
                     tc.safe_gate = safe;
                     tc.X = X;

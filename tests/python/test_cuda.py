@@ -59,7 +59,7 @@ def test_head_dims_and_unaligned_rows(K):
 @pytest.mark.parametrize("K", [60, 100, 37])
 @pytest.mark.parametrize("BT", [32, 64])
 def test_varlen_rows_not_16_byte_aligned(K, BT):
-    """Rows of 120 / 200 bytes (8-byte copies) and 74 bytes (element copies), fp16, varlen: the shape
+    """Rows of 120 / 200 bytes (8-byte copies) and 74 bytes (runs from aligned words), fp16, varlen: the shape
     of FLA's test_chunk_varlen case with D = 60 and chunk size 32."""
     cu = torch.tensor([0, 31, 96, 160], dtype=torch.int64)
     x = make_inputs(B=1, T=160, H=4, K=K, dtype=torch.float16, BT=BT, cu_seqlens=cu, device="cuda")

@@ -17,8 +17,8 @@
 // batch, token and head axes, T below 2^31); the maps are encoded on the host for every launch
 // (cuTensorMapEncodeTiled, reached through the runtime's driver entry points: no link against
 // libcuda) and travel in the kernel's parameters. Otherwise every thread stages its share with
-// cp.async copies of 16, 8 or 4 bytes, as the rows' alignment allows (per_thread_copy_bytes), or
-// element copies.
+// cp.async copies of 16, 8 or 4 bytes, as the rows' alignment allows (per_thread_copy_bytes), or,
+// for 16-bit rows aligned to 2 bytes only, with runs of 8 elements from aligned 4-byte words.
 #pragma once
 
 #include <cuda.h>
@@ -57,13 +57,14 @@ inline bool vector_loads_ok(const tensor_ref& t, std::int64_t K) { return K % (1
 
 /// The width in bytes of the per-thread copies that stage `t`'s rows (no tensor copies): 16 where
 /// vector_loads_ok, else 8 or 4 where the rows are aligned to it (such a copy reads only the bytes
-/// inside K, so K need not be a multiple of it), else 0: element copies. bf16 K = 100 (200-byte
-/// rows) takes 8, K = 37 (74-byte rows) 0, and its fp32 g (148-byte rows) 4.
+/// inside K, so K need not be a multiple of it), else 2 for 16-bit rows (runs of 8 elements staged
+/// from aligned 4-byte words: phases.cuh, stage_words). bf16 K = 100 (200-byte rows) takes 8,
+/// K = 37 (74-byte rows) 2, and its fp32 g (148-byte rows) 4.
 inline int per_thread_copy_bytes(const tensor_ref& t, std::int64_t K) {
     if (vector_loads_ok(t, K)) return 16;
     for (int w : {8, 4})
         if (size_of(t.type) <= w && rows_aligned(t, w)) return w;
-    return 0;
+    return 2;  // 16-bit data: elements are 2-byte aligned (validated); 4-byte data is always 4-byte aligned
 }
 
 /// Sets the kernel's staging widths of q, k and g.

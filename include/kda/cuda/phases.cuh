@@ -15,7 +15,8 @@
 //      one thread, completing on an mbarrier; issued before the wait for the previous slice, or
 //      with tuning.hpp's late_copies inside its build round) where the tensors allow it
 //      (launch.cuh: tma), else
-//      by per-thread cp.async copies of 16, 8 or 4 bytes, or element copies. Each slice is first
+//      by per-thread cp.async copies of 16, 8 or 4 bytes, or 16-bit runs from aligned words (rows
+//      aligned to 2 bytes only, through registers). Each slice is first
 //      *built* into tensor-core operands, once per element (build_operands), with the first row
 //      gn_m and the last row gl_m of each sub-chunk m as gate references:
 //        A:  q_si 2^(g_si - gn_si), k_si 2^(g_si - gn_si)   (rows past n -> 0; rounded to tf32)
@@ -235,8 +236,9 @@ struct chunk_item {
         }
     }
 
-    /// The same for tensors that are not 16-byte aligned: element by element through registers
-    /// (complete when the caller's barrier passes), batches of 4 loads, then their 4 stores.
+    /// The same element by element through registers (complete when the caller's barrier passes),
+    /// batches of 4 loads, then their 4 stores: 4-byte data whose rows are not 4-byte aligned (a
+    /// pointer off its element's alignment; never for validated tensors).
     template <class T, int LD>
     __device__ void stage_scalar(T* dst, const T* src, const axis_strides& st, std::int64_t head, int k0) const {
         constexpr int total = BT * BK;
@@ -260,6 +262,45 @@ struct chunk_item {
         }
     }
 
+    /// The same for 16-bit rows aligned to 2 bytes only (odd K, or a view one element off): each
+    /// thread stages a run of 8 elements of one row with one round of loads, the 4-byte words
+    /// inside the run where the run starts on a word (four) or one element past one (the first and
+    /// last elements by 2-byte loads, the three words between them), shifted into place in
+    /// registers, then one 16-byte shared store. No load leaves the run, so none leaves the row.
+    /// Runs cut by K take element loads. Complete when the caller's barrier passes.
+    template <class T, int LD>
+    __device__ void stage_words(T* dst, const T* src, const axis_strides& st, std::int64_t head, int k0) const {
+        static_assert(sizeof(T) == 2 && BK % 8 == 0 && (LD * 2) % 16 == 0, "runs of 8 16-bit elements, 16-byte stores");
+        constexpr int runs = BK / 8, total = BT * runs;
+#pragma unroll 1
+        for (int i = tid; i < total; i += threads) {
+            const int r = i / runs, col = (i % runs) * 8;
+            const std::int64_t left = r < c.n ? P.K - k0 - col : 0;
+            const int n = left <= 0 ? 0 : left >= 8 ? 8 : static_cast<int>(left);  // elements of the run inside K
+            std::uint32_t w[4] = {0u, 0u, 0u, 0u};
+            if (n > 0) {
+                const auto* e = reinterpret_cast<const std::uint16_t*>(src + (st.at(c.b, token(r), head) + k0 + col));
+                if (n < 8) {
+#pragma unroll
+                    for (int j = 0; j < 8; ++j)
+                        if (j < n) w[j / 2] |= static_cast<std::uint32_t>(e[j]) << (16 * (j % 2));
+                } else if ((reinterpret_cast<std::uintptr_t>(e) & 3u) == 0) {
+                    const auto* u = reinterpret_cast<const std::uint32_t*>(e);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) w[j] = u[j];
+                } else {
+                    const auto* u = reinterpret_cast<const std::uint32_t*>(e + 1);  // elements 1-2, 3-4, 5-6
+                    const std::uint32_t first = e[0], a = u[0], b = u[1], cc = u[2], last = e[7];
+                    w[0] = first | (a << 16);
+                    w[1] = __byte_perm(a, b, 0x5432);
+                    w[2] = __byte_perm(b, cc, 0x5432);
+                    w[3] = (cc >> 16) | (last << 16);
+                }
+            }
+            *reinterpret_cast<uint4*>(dst + r * LD + col) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+    }
+
     /// The same for rows aligned to W = 8 or 4 bytes but not 16: W-byte cp.async copies at the
     /// element offsets that are multiples of W, asynchronous like stage_vec's. A copy that straddles
     /// K reads only the bytes inside it; rows past the chunk's end read nothing (both zero-filled).
@@ -278,7 +319,8 @@ struct chunk_item {
         }
     }
 
-    /// One tensor's share of slice k0: 16-byte copies (vec), narrower ones, or element copies.
+    /// One tensor's share of slice k0: 16-byte copies (vec), 8- or 4-byte ones, or (16-bit rows
+    /// aligned to 2 bytes only) runs staged from aligned words.
     template <class T, int LD>
     __device__ void stage_tensor(T* dst, const T* src, const stage_plan<T>& pl, const axis_strides& st, std::int64_t head, int k0,
                                  int klim, bool vec, int narrow) const {
@@ -286,10 +328,16 @@ struct chunk_item {
             stage_vec<T, LD>(dst, src, pl, k0, klim);
         else if (narrow == 8)
             stage_narrow<T, LD, 8>(dst, src, st, head, k0);
-        else if (narrow == 4)
+        else if constexpr (sizeof(T) == 2) {
+            if (narrow == 4)
+                stage_narrow<T, LD, 4>(dst, src, st, head, k0);
+            else
+                stage_words<T, LD>(dst, src, st, head, k0);
+        } else if (narrow == 4) {
             stage_narrow<T, LD, 4>(dst, src, st, head, k0);
-        else
+        } else {
             stage_scalar<T, LD>(dst, src, st, head, k0);
+        }
     }
 
     struct stage_plans {
@@ -297,7 +345,7 @@ struct chunk_item {
         stage_plan<float> g;
     };
 
-    /// Per-thread staging of slice k0 into stage st (cp.async copies or element copies).
+    /// Per-thread staging of slice k0 into stage st (cp.async copies; 16-bit runs through registers).
     __device__ void stage_slice(const stage_plans& pl, int st, int k0) const {
         const std::int64_t left = P.K - k0;
         const int klim = left < BK ? static_cast<int>(left) : BK;

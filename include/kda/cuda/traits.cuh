@@ -45,7 +45,7 @@ struct kernel_params {
     std::int64_t group = 1;          // value heads per q/k head, HV / H
     bool tma = false;                // q, k, g (and Akkd) through the tensor maps (sm_90 builds only)
     bool vec_q = false, vec_k = false, vec_g = false;  // 16-byte loads (cp.async) are legal for this tensor
-    // otherwise: the width of the tensor's per-thread cp.async copies, 8 or 4 bytes (0: element copies)
+    // otherwise: the width of the tensor's per-thread cp.async copies, 8 or 4 bytes (2: 16-bit runs from aligned words)
     std::uint8_t narrow_q = 0, narrow_k = 0, narrow_g = 0;
     bool pair_out = false;  // Aqk and Akk take stores of two adjacent elements (2 sizeof(X) aligned)
     bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
