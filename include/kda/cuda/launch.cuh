@@ -70,16 +70,14 @@ inline int per_thread_copy_bytes(const tensor_ref& t, std::int64_t K) {
 /// Sets the kernel's staging widths of q, k and g.
 template <class KP>
 void set_copy_widths(KP& kp, const inter_solve_args& a, std::int64_t K) {
-    const auto narrow = [K](const tensor_ref& t) {
+    const auto set = [K](const tensor_ref& t, bool& vec, std::uint8_t& narrow) {
         const int w = per_thread_copy_bytes(t, K);
-        return static_cast<std::uint8_t>(w == 16 ? 0 : w);
+        vec = w == 16;
+        narrow = static_cast<std::uint8_t>(vec ? 0 : w);
     };
-    kp.vec_q = vector_loads_ok(a.q, K);
-    kp.vec_k = vector_loads_ok(a.k, K);
-    kp.vec_g = vector_loads_ok(a.g, K);
-    kp.narrow_q = narrow(a.q);
-    kp.narrow_k = narrow(a.k);
-    kp.narrow_g = narrow(a.g);
+    set(a.q, kp.vec_q, kp.narrow_q);
+    set(a.k, kp.vec_k, kp.narrow_k);
+    set(a.g, kp.vec_g, kp.narrow_g);
 }
 
 /// Whether the rows of output `t` take stores of two adjacent elements at even columns: a base
