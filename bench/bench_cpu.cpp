@@ -35,6 +35,9 @@
 //   one_thread_ms     the same call on one thread, median of 3 timed in this process before the first
 //                     case of that shape runs
 //   efficiency        parallel efficiency, one_thread_ms / (threads x ms_per_call)
+//   sgemm_efficiency  the machine's own: the SGEMM rate at this thread count / (threads x the rate
+//                     on one thread), both measured in this process (machine/sgemm_eigen's method)
+//   GBs, copy_GBs     the call's unique traffic per second, and the memcpy rate at this thread count
 //
 //   bench_cpu [--threads=1,2] [--scaling] [Google Benchmark flags, e.g. --benchmark_filter=bf16]
 #include <benchmark/benchmark.h>
@@ -304,6 +307,10 @@ void bm_scaling(benchmark::State& state, shape s, int threads, bool intra) {
     state.counters["ms_per_call"] = per_call * 1e3;
     state.counters["one_thread_ms"] = one * 1e3;
     state.counters["efficiency"] = one / (threads * per_call);
+    const ceilings& here = machine(threads);
+    state.counters["sgemm_efficiency"] = here.flops / (threads * machine(1).flops);
+    state.counters["GBs"] = step_work(s, intra).bytes / per_call * 1e-9;
+    state.counters["copy_GBs"] = here.bytes * 1e-9;
 }
 
 void bm_sgemm(benchmark::State& state, int threads) {
