@@ -176,7 +176,7 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", default="")
     ap.add_argument("--k-sweep", default="", metavar="K,K,...",
-                    help="the inter-solve table on B8 T4096 H32 bf16 at each of these K instead of the shape list")
+                    help="the table (either stage) on B8 T4096 H32 bf16 at each of these K instead of the shape list")
     ap.add_argument("--flags", type=int, default=0, help="kda_capi_call.flags for kda's runs of the inter-solve table (2: no tensor copies)")
     ap.add_argument("--stage", choices=["inter-solve", "intra"], default="inter-solve",
                     help="inter-solve: the step alone; intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
@@ -211,9 +211,7 @@ def main():
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|", flush=True)
     rows = []
-    shapes = SHAPES
-    if a.k_sweep:
-        shapes = [(f"B8 T4096 H32 K{k}", 8, 4096, 32, 32, int(k), torch.bfloat16, None, False) for k in a.k_sweep.split(",")]
+    shapes = k_sweep_shapes(a.k_sweep) if a.k_sweep else SHAPES
     for (name, B, T, H, HV, K, dt, lens, graph) in shapes:
         if a.only and a.only not in name:
             continue
@@ -297,6 +295,11 @@ def main():
         print("# no matplotlib:", e)
 
 
+def k_sweep_shapes(spec):
+    """--k-sweep: B8 T4096 H32 bf16 at each K of the comma-separated list."""
+    return [(f"B8 T4096 H32 K{k}", 8, 4096, 32, 32, int(k), torch.bfloat16, None, False) for k in spec.split(",")]
+
+
 INTRA_SHAPES = [s for s in SHAPES if s[0] in ("B1 T8192 H96", "B8 T4096 H32", "GVA B4 T4096 H16 HV32", "varlen 6 seqs H64", "B1 T1024 H32 (graph)")]
 
 
@@ -314,7 +317,7 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
     from fla.utils import IS_GATHER_SUPPORTED
     lib.kda_capi_intra.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
     rows = []
-    for (name, B, T, H, HV, K, dt, lens, graph) in INTRA_SHAPES:
+    for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else INTRA_SHAPES):
         if a.only and a.only not in name:
             continue
         cu = None
