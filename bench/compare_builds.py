@@ -1,0 +1,48 @@
+"""bench/compare_builds.py: two builds of kda_capi side by side in one process, kda only (no FLA):
+the inter-solve step and the fused intra stage (tf32) on B8 T4096 H32 bf16 at each K, both gate
+modes, L2 flushed, median of 30, the builds alternating per case; also whether their outputs are
+bit-identical.
+
+    python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255
+"""
+import ctypes, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
+import compare_fla as cf  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    libs = [ctypes.CDLL(p) for p in sys.argv[1:3]]
+    for lib in libs:
+        lib.kda_capi_inter_solve.argtypes = [ctypes.POINTER(cf.Call), ctypes.c_char_p, ctypes.c_int]
+        lib.kda_capi_intra.argtypes = [ctypes.POINTER(cf.Call), ctypes.c_char_p, ctypes.c_int]
+    flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+    B, T, H = 8, 4096, 32
+    print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}")
+    print("| K | mode | step A ms | step B ms | B/A | intra A ms | intra B ms | B/A | step bits equal | intra bits equal |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for K in [int(x) for x in sys.argv[3].split(",")]:
+        for safe in (False, True):
+            q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, torch.bfloat16, None, safe)
+            times, outs = [], []
+            for fn in ("kda_capi_inter_solve", "kda_capi_intra"):
+                row = []
+                for lib in libs:
+                    Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=torch.bfloat16)
+                    Akk = torch.zeros_like(Aqk)
+                    ak = Akkd if fn == "kda_capi_inter_solve" else torch.zeros_like(Akkd)  # the intra stage's workspace
+                    run = cf.kda_runner(getattr(lib, fn), B, T, H, H, K, torch.bfloat16, None, safe, K ** -0.5, q, k, g, beta, ak, Aqk, Akk)
+                    row.append(cf.time_it(lambda: run(1), flush, 30, False))
+                    outs.append((Aqk.clone(), Akk.clone()))
+                times.append(row)
+            same = [all(torch.equal(x, y) for x, y in zip(outs[i], outs[i + 1])) for i in (0, 2)]
+            (sa, sb), (ia, ib) = times
+            print(f"| {K} | {'safe' if safe else 'not safe'} | {sa:.3f} | {sb:.3f} | {sb / sa:.3f} | {ia:.3f} | {ib:.3f} | {ib / ia:.3f} "
+                  f"| {same[0]} | {same[1]} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
