@@ -5,7 +5,7 @@ bit-identical.
 
     python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255
 """
-import ctypes, os, sys
+import os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -15,10 +15,7 @@ import compare_fla as cf  # noqa: E402
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
-    libs = [ctypes.CDLL(p) for p in sys.argv[1:3]]
-    for lib in libs:
-        lib.kda_capi_inter_solve.argtypes = [ctypes.POINTER(cf.Call), ctypes.c_char_p, ctypes.c_int]
-        lib.kda_capi_intra.argtypes = [ctypes.POINTER(cf.Call), ctypes.c_char_p, ctypes.c_int]
+    libs = [cf.load_capi(p) for p in sys.argv[1:3]]
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     B, T, H = 8, 4096, 32
     print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}")

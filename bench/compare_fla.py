@@ -117,6 +117,14 @@ def written_masks(pos, T, cu):
 FLAG_TWO_KERNELS, FLAG_NO_TMA = 1, 2  # kda_capi_call.flags (bench/kda_capi.h)
 
 
+def load_capi(path):
+    """kda_capi (bench/kda_capi.cu) with the argument types of its two entry points."""
+    lib = ctypes.CDLL(os.path.abspath(path))
+    for fn in (lib.kda_capi_inter_solve, lib.kda_capi_intra):
+        fn.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
+    return lib
+
+
 def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk, Akk, flags=0):
     """run(tf32): one call of a kda_capi entry point (fn) on these torch tensors, on the current stream."""
     keep = []  # the varlen offsets (device, host) must outlive the calls
@@ -187,8 +195,7 @@ def main():
     from fla.ops.kda.chunk_intra import chunk_kda_fwd_kernel_inter_solve_fused as fla_kernel
     from fla.ops.utils.index import prepare_chunk_indices
 
-    lib = ctypes.CDLL(os.path.abspath(a.lib))
-    lib.kda_capi_inter_solve.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
+    lib = load_capi(a.lib)
     dev = torch.cuda.get_device_name()
     print(f"# {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}  GPU: {dev}  torch {torch.__version__}  triton {triton.__version__}  "
           f"fla {getattr(fla, '__version__', '?')}  CUDA {torch.version.cuda}  python {platform.python_version()}")
@@ -315,7 +322,6 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
     from fla.ops.kda.chunk_intra_token_parallel import chunk_kda_fwd_intra_token_parallel as fla_token_parallel
     from fla.ops.utils.constant import RCP_LN2 as FLA_RCP_LN2
     from fla.utils import IS_GATHER_SUPPORTED
-    lib.kda_capi_intra.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
     rows = []
     for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else INTRA_SHAPES):
         if a.only and a.only not in name:

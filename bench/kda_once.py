@@ -3,7 +3,7 @@ inputs, B8 T4096 H32 bf16 at one K, for a profiler to capture one launch of:
 
     ncu --set full -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 255 [--safe]
 """
-import argparse, ctypes, os, sys
+import argparse, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -17,8 +17,7 @@ def main():
     ap.add_argument("--safe", action="store_true")
     ap.add_argument("--calls", type=int, default=3)
     a = ap.parse_args()
-    lib = ctypes.CDLL(a.lib)
-    lib.kda_capi_inter_solve.argtypes = [ctypes.POINTER(cf.Call), ctypes.c_char_p, ctypes.c_int]
+    lib = cf.load_capi(a.lib)
     B, T, H, K = 8, 4096, 32, a.K
     q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, torch.bfloat16, None, a.safe)
     Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=torch.bfloat16)
