@@ -10,6 +10,9 @@
 //                   and what each flavour gives for decays beyond the safe gate's bound
 //   [cumsum]        chunk_local_cumsum: the three activations, restarts, varlen, dtypes; a
 //                   hand-computed case; raw gates -> cumsum -> chunk_kda_intra end to end
+//   [wy]            chunk_kda_intra's optional WY outputs (w, u, kg, qg): every dtype, both
+//                   flavours, BT 32 / 64, K 64 / 37, dense and varlen, GVA; each output alone
+//                   gives the bits of all four; the stage's own outputs keep their bits
 //   [bad-input]     a defect per argument for all three entry points; T == 0 is a no-op
 // Tolerances are those of tests/support/metrics.hpp (full_precision_tolerance): bf16 / fp16
 // within 1.05x the rounding floor (+1e-6), fp32 1e-6 relative RMS, fp64 1e-12.
@@ -31,6 +34,7 @@
 
 #include "support/catch.hpp"
 #include "support/metrics.hpp"
+#include "support/wy.hpp"
 
 namespace {
 
@@ -797,6 +801,126 @@ TEST_CASE("end to end: raw gates -> chunk_local_cumsum -> chunk_kda_intra", "[cp
 
 // ---------------------------------------------------------------------------------------------
 // Bad input
+
+
+TEST_CASE("chunk_kda_intra's WY outputs (w, u, kg, qg) against the float64 reference", "[cpu][intra][wy]") {
+    worst_table tw, tu, tkg, tqg;
+    std::uint64_t seed = 700;
+    int cases = 0;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32, dtype::fp64})
+        for (bool safe : {false, true})
+            for (int layout = 0; layout < 3; ++layout) {
+                intra_case tc;
+                tc.X = X;
+                tc.safe = safe;
+                tc.BT = layout == 1 ? 32 : 64;
+                tc.K = layout == 2 ? 37 : 64;
+                tc.seed = ++seed;
+                if (layout == 0) {  // dense, GVA, a short last chunk
+                    tc.B = 2;
+                    tc.T = 100;
+                } else {  // varlen: an empty sequence, length-1 and short ones
+                    tc.H = 2;
+                    tc.HV = 4;
+                    tc.seqlens = varlen_batches[static_cast<std::size_t>(layout - 1)];
+                    tc.with_ci = layout == 1;
+                }
+                INFO(tc.describe());
+                ref::inputs in = tc.inputs();
+                const std::int64_t V = layout == 2 ? 48 : 72;
+                in.problem.V = V;
+                host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
+                host_tensor Aqk2 = in.make_output(sentinel), Akk2 = in.make_output(sentinel);
+                kt::wy_tensors t(in, V, seed, sentinel);
+                kda::intra_args a = in.intra_args(Aqk, Akk);
+                t.attach(a);
+                kda::chunk_kda_intra(cpu2, in.problem, a);
+                // the stage's own outputs do not change when the WY outputs are requested
+                kda::chunk_kda_intra(cpu2, in.problem, in.intra_args(Aqk2, Akk2));
+                CHECK(same_bits(Aqk, Aqk2));
+                CHECK(same_bits(Akk, Akk2));
+                const ref::wy_result r = ref::intra_wy(in.problem, a);
+                const auto mk = kt::row_mask(r, in.problem.K), mv = kt::row_mask(r, V);
+                const kt::error_stats sw = kt::detail::stats(r.w, mk, t.w), su = kt::detail::stats(r.u, mv, t.u),
+                                      skg = kt::detail::stats(r.kg, mk, t.kg), sqg = kt::detail::stats(r.qg, mk, t.qg);
+                INFO("w err " << sw.err << " floor " << sw.floor << "; u " << su.err << " / " << su.floor << "; kg " << skg.err << " / " << skg.floor
+                              << "; qg " << sqg.err << " / " << sqg.floor);
+                CHECK(sw.count > 0);
+                CHECK(su.count == sw.count / in.problem.K * V);
+                for (const auto* st : {&sw, &su, &skg, &sqg}) CHECK(st->err <= kt::full_precision_tolerance(X, st->floor));
+                const std::string key = std::string(kda::name(X)) + (safe ? " safe" : " notsafe");
+                tw.add(key, sw);
+                tu.add(key, su);
+                tkg.add(key, skg);
+                tqg.add(key, sqg);
+                ++cases;
+            }
+    std::printf("[cpu intra] WY outputs: %d cases\n", cases);
+    tw.print("w ");
+    tu.print("u ");
+    tkg.print("kg");
+    tqg.print("qg");
+}
+
+TEST_CASE("chunk_kda_intra's WY outputs: each alone, the same bits as all four", "[cpu][intra][wy]") {
+    intra_case tc;
+    tc.X = dtype::bf16;
+    tc.K = 40;
+    tc.T = 90;
+    ref::inputs in = tc.inputs();
+    in.problem.V = 24;
+    host_tensor Aqk = in.make_output(0), Akk = in.make_output(0);
+    kt::wy_tensors all(in, 24, 5, sentinel);
+    kda::intra_args a = in.intra_args(Aqk, Akk);
+    all.attach(a);
+    kda::chunk_kda_intra(cpu2, in.problem, a);
+    CHECK(kt::wy_each_alone_mismatches(in, 24, 5, sentinel, all, Aqk, Akk, [&](const kda::intra_args& b) { kda::chunk_kda_intra(cpu2, in.problem, b); }) == 0);
+}
+
+TEST_CASE("bad input: chunk_kda_intra's WY outputs name the argument and write nothing", "[cpu][intra][bad-input][wy]") {
+    intra_case tc;
+    tc.X = dtype::fp32;
+    tc.K = 32;
+    tc.T = 70;
+    ref::inputs in = tc.inputs();
+    in.problem.V = 16;
+    host_tensor Aqk = in.make_output(sentinel), Akk = in.make_output(sentinel);
+    kt::wy_tensors t(in, 16, 9, sentinel);
+    host_tensor w_bf16(dtype::bf16, {tc.B, tc.T, tc.HV, tc.K}), w_short(dtype::fp32, {tc.B, tc.T, tc.HV, tc.K - 1});
+    const host_tensor Aqk0 = Aqk.clone(), Akk0 = Akk.clone(), w0 = t.w.clone(), u0 = t.u.clone(), kg0 = t.kg.clone(), qg0 = t.qg.clone();
+    struct bad {
+        const char* what;
+        const char* expect;
+        std::function<void(kda::intra_problem&, kda::intra_args&)> mutate;
+    };
+    const std::vector<bad> cases = {
+        {"u without v", "'v'", [&](auto&, auto& a) { a.v = {}; }},
+        {"v without u", "'v'", [&](auto&, auto& a) { a.u = {}; }},
+        {"V of 0", "'V'", [&](auto& p, auto&) { p.V = 0; }},
+        {"V not v's", "'v'", [&](auto& p, auto&) { p.V = 15; }},
+        {"w dtype", "'w'", [&](auto&, auto& a) { a.w = w_bf16.mref(); }},
+        {"w shape", "'w'", [&](auto&, auto& a) { a.w = w_short.mref(); }},
+        {"kg overlaps k", "'kg'", [&](auto&, auto& a) { a.kg.data = const_cast<void*>(a.k.data); }},
+        {"qg overlaps w", "'qg'", [&](auto&, auto& a) { a.qg = a.w; }},
+        {"u overlaps Akk", "'u'", [&](auto&, auto& a) { a.u.data = a.Akk.data; }},
+        {"w overlaps itself", "'w'", [&](auto&, auto& a) { a.w.stride[1] = 1; }},
+    };
+    for (const auto& bc : cases) {
+        DYNAMIC_SECTION(bc.what) {
+            kda::intra_problem p = in.problem;
+            kda::intra_args a = in.intra_args(Aqk, Akk);
+            t.attach(a);
+            bc.mutate(p, a);
+            REQUIRE_THROWS_WITH(kda::chunk_kda_intra(cpu2, p, a), Catch::Contains(bc.expect) && Catch::Contains("kda::chunk_kda_intra"));
+            CHECK(same_bits(Aqk, Aqk0));
+            CHECK(same_bits(Akk, Akk0));
+            CHECK(same_bits(t.w, w0));
+            CHECK(same_bits(t.u, u0));
+            CHECK(same_bits(t.kg, kg0));
+            CHECK(same_bits(t.qg, qg0));
+        }
+    }
+}
 
 TEST_CASE("bad input: every entry point names the argument and writes nothing", "[cpu][intra][bad-input]") {
     intra_case tc;

@@ -31,6 +31,7 @@ struct inter_solve_problem {
     int BC = 16;          // sub-chunk size: 16
     bool safe_gate = false;                      // Akkd holds (I + L_ss)^-1 instead of L_ss
     precision solve_precision = precision::fp32;  // see kda::precision
+    std::int64_t V = 0;   // value head dimension: only chunk_kda_intra's optional v and u have it
 };
 
 /// The tensors of one call. Optional tensors are left default-constructed (null, rank 0).

@@ -34,6 +34,13 @@
 //       The CUDA fused kernel evaluates the diagonal blocks of both flavours alike: factorised
 //       around each sub-chunk's first row while its gates stay within 2^+-112 of it (always
 //       true for FLA's lower-bounded safe gate), term by term past that.
+//       Optional WY outputs (FLA's recompute_w_u_fwd, formed in the same pass from Akk before it
+//       is rounded to X; each written where given, every row of a sequence, all columns):
+//         w  [B, T, HV, K] = Akk (beta k 2^g)        u  [B, T, HV, V] = Akk (beta v)
+//         kg [B, T, HV, K] = k 2^(g_last - g)        qg [B, T, HV, K] = q 2^g
+//       products over the chunk's rows (Akk's whole lower triangle, the blocks the stage writes),
+//       beta of the row, g_last the gate of the chunk's last row; u needs v [B, T, HV, V] and
+//       problem.V. All of dtype X.
 //
 // Every entry point validates all arguments first and throws kda::error naming the argument;
 // nothing is written on failure. T == 0 is a no-op.
@@ -70,6 +77,11 @@ struct intra_args {
     mutable_tensor_ref Aqk, Akk;  // [B, T, HV, BT] X
     mutable_tensor_ref Akkd;      // optional workspace [B, T, HV, BC] Acc (see the top of this file)
     tensor_ref cu_seqlens, chunk_indices, cu_seqlens_host, chunk_indices_host;
+    // optional WY outputs (see the top of this file): v [B, T, HV, V] X (with u only), w, kg, qg
+    // [B, T, HV, K] X, u [B, T, HV, V] X
+    tensor_ref v;
+    mutable_tensor_ref w, u, kg, qg;
+    [[nodiscard]] bool wy() const { return !w.empty_view() || !u.empty_view() || !kg.empty_view() || !qg.empty_view(); }
 };
 
 namespace detail {
@@ -114,9 +126,52 @@ inline intra_diag_args diag_part(const intra_args& a, const mutable_tensor_ref& 
 inline status can_implement(const intra_problem& p, const intra_diag_args& a, const backend_caps& caps = {}) {
     return detail::can_implement_step(p, detail::as_inter_solve(a), caps, step_kind::intra_diag);
 }
-/// Checks every argument of a chunk_kda_intra call (Akkd only when given).
+namespace detail {
+/// The WY outputs of a chunk_kda_intra call (and v), on top of the step's checks: layouts, and no
+/// overlap with each other, the stage's outputs or any input.
+inline status check_wy(const intra_problem& p, const intra_args& a, const backend_caps& caps) {
+    checker c(step_name(step_kind::intra));
+    const bool has_v = !a.v.empty_view(), has_u = !a.u.empty_view();
+    if (has_u && !has_v) return c.fail("v", "is required when u is given"), c.result();
+    if (has_v && !has_u) return c.fail("v", "was given without u (v is read only to form u)"), c.result();
+    if (has_u && p.V < 1) return c.fail("V", "expected V >= 1 with u and v, got ", p.V), c.result();
+    const dtype X = a.q.type;
+    const extents_t wk{p.B, p.T, p.HV, p.K}, wv{p.B, p.T, p.HV, p.V};
+    const std::pair<const char*, const mutable_tensor_ref*> outs[] = {{"w", &a.w}, {"u", &a.u}, {"kg", &a.kg}, {"qg", &a.qg}};
+    if (has_v) check_layout(c, "v", a.v, {X}, wv, 4, "[B, T, HV, V]", true, caps.alignment);
+    for (auto [nm, t] : outs)
+        if (!t->empty_view()) check_layout(c, nm, *t, {X}, t == &a.u ? wv : wk, 4, t == &a.u ? "[B, T, HV, V]" : "[B, T, HV, K]", true, caps.alignment);
+    if (!c.ok() || p.T == 0) return c.result();
+    const tensor_ref aqk = as_const(a.Aqk), akk = as_const(a.Akk), akkd = as_const(a.Akkd);
+    std::vector<std::pair<const char*, const tensor_ref*>> others = {{"q", &a.q}, {"k", &a.k}, {"g", &a.g}, {"beta", &a.beta}, {"Aqk", &aqk}, {"Akk", &akk}};
+    if (!a.Akkd.empty_view()) others.emplace_back("Akkd", &akkd);
+    if (has_v) others.emplace_back("v", &a.v);
+    auto disjoint = [](byte_range x, byte_range y) { return x.hi <= y.lo || y.hi <= x.lo; };
+    std::vector<tensor_ref> done;
+    std::vector<const char*> done_names;
+    for (auto [nm, t] : outs) {
+        if (t->empty_view() || t->numel() == 0) continue;
+        const tensor_ref ct = as_const(*t);
+        if (!non_self_overlapping(ct)) return c.fail(nm, "strides ", describe_strides(ct), " make distinct entries overlap"), c.result();
+        const auto r = range_of(ct);
+        for (auto [onm, o] : others)
+            if (!o->empty_view() && o->numel() > 0 && !disjoint(range_of(*o), r)) return c.fail(nm, "overlaps the memory of ", onm), c.result();
+        for (std::size_t e = 0; e < done.size(); ++e)
+            if (!disjoint(range_of(done[e]), r)) return c.fail(nm, "overlaps the memory of ", done_names[e]), c.result();
+        done.push_back(ct);
+        done_names.push_back(nm);
+    }
+    return c.result();
+}
+}  // namespace detail
+
+/// Checks every argument of a chunk_kda_intra call (Akkd only when given; the WY outputs and v
+/// only when given).
 inline status can_implement(const intra_problem& p, const intra_args& a, const backend_caps& caps = {}) {
-    return detail::can_implement_step(p, detail::as_inter_solve(a), caps, step_kind::intra);
+    const status st = detail::can_implement_step(p, detail::as_inter_solve(a), caps, step_kind::intra);
+    if (!st) return st;
+    if (!a.wy() && a.v.empty_view()) return st;
+    return detail::check_wy(p, a, caps);
 }
 
 // ---------------------------------------------------------------------------------------------

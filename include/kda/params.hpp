@@ -40,6 +40,21 @@ struct inter_solve_params {
 };
 static_assert(std::is_trivially_copyable_v<inter_solve_params<float>>, "params must be trivially copyable for kernel launch");
 
+/// The optional WY outputs of the whole intra stage (kda/intra.hpp): w = Akk (beta k 2^g),
+/// u = Akk (beta v), kg = k 2^(g_last - g), qg = q 2^g; a null pointer: not requested.
+template <class X>
+struct wy_params {
+    const X* v = nullptr;
+    X* w = nullptr;
+    X* u = nullptr;
+    X* kg = nullptr;
+    X* qg = nullptr;
+    axis_strides v_s, w_s, u_s, kg_s, qg_s;
+    std::int64_t V = 0;
+    [[nodiscard]] KDA_HOST_DEVICE bool any() const { return w != nullptr || u != nullptr || kg != nullptr || qg != nullptr; }
+};
+static_assert(std::is_trivially_copyable_v<wy_params<float>>, "params must be trivially copyable for kernel launch");
+
 namespace detail {
 template <class Ptr>
 axis_strides strides3(const basic_tensor_ref<Ptr>& t) {
@@ -102,6 +117,28 @@ inter_solve_params<X> make_params(const inter_solve_problem& p, const inter_solv
     r.K = p.K;
     r.scale = static_cast<acc>(p.scale);
     r.chunks = cg.map;
+    return r;
+}
+
+/// Lowers validated WY tensors (v, w, u, kg, qg: absent ones stay null) to params; an empty
+/// output (no elements) counts as absent.
+template <class X, class Args>
+wy_params<X> make_wy_params(const inter_solve_problem& p, const Args& a) {
+    wy_params<X> r;
+    auto out = [](const mutable_tensor_ref& t, X*& ptr, axis_strides& s) {
+        if (t.empty_view() || t.numel() == 0) return;
+        ptr = static_cast<X*>(t.data);
+        s = detail::strides3(t);
+    };
+    out(a.w, r.w, r.w_s);
+    out(a.u, r.u, r.u_s);
+    out(a.kg, r.kg, r.kg_s);
+    out(a.qg, r.qg, r.qg_s);
+    if (r.u != nullptr) {
+        r.v = static_cast<const X*>(a.v.data);
+        r.v_s = detail::strides3(a.v);
+        r.V = p.V;
+    }
     return r;
 }
 

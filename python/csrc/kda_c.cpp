@@ -35,7 +35,7 @@ extern "C" int kda_c_has_cuda(void) {
 #endif
 }
 
-extern "C" int kda_c_abi_version(void) { return 2; }
+extern "C" int kda_c_abi_version(void) { return 3; }
 
 extern "C" int kda_c_cpu_level(void) {
 #if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))

@@ -49,6 +49,7 @@ enum {
     KDA_C_H_THREADS,    /* CPU workers (0: all hardware threads) */
     KDA_C_H_STREAM,     /* cudaStream_t as an integer */
     KDA_C_H_FUSE,       /* CUDA chunk_kda_intra: 1 one fused kernel, 0 producer + inter-solve (needs Akkd) */
+    KDA_C_H_V,          /* chunk_kda_intra's WY outputs: the value head dimension of v and u */
     KDA_C_HEADER
 };
 /* tensor slots */
@@ -67,6 +68,11 @@ enum {
     KDA_C_T_A_LOG,
     KDA_C_T_DT_BIAS,
     KDA_C_T_G_OUT,
+    KDA_C_T_V, /* chunk_kda_intra's optional WY outputs (kda/intra.hpp): v in, w, u, kg, qg out */
+    KDA_C_T_W,
+    KDA_C_T_U,
+    KDA_C_T_KG,
+    KDA_C_T_QG,
     KDA_C_SLOTS
 };
 enum { KDA_C_TENSOR = 11, KDA_C_WORDS = KDA_C_HEADER + KDA_C_SLOTS * KDA_C_TENSOR };

@@ -58,6 +58,7 @@ inline kda::inter_solve_problem problem(const std::int64_t* h, double scale) {
     p.scale = scale;
     p.safe_gate = h[KDA_C_H_SAFE_GATE] != 0;
     p.solve_precision = h[KDA_C_H_TF32] != 0 ? kda::precision::tf32 : kda::precision::fp32;
+    p.V = h[KDA_C_H_V];
     return p;
 }
 
@@ -85,6 +86,11 @@ void run(const Backend& be, const std::int64_t* d, double scale, double lower_bo
             auto a = common<kda::intra_args>(d);
             a.Akk = output(d, KDA_C_T_AKK);
             a.Akkd = output(d, KDA_C_T_AKKD);
+            a.v = tensor(d, KDA_C_T_V);
+            a.w = output(d, KDA_C_T_W);
+            a.u = output(d, KDA_C_T_U);
+            a.kg = output(d, KDA_C_T_KG);
+            a.qg = output(d, KDA_C_T_QG);
             kda::chunk_kda_intra(be, problem(d, scale), a);
             return;
         }

@@ -23,12 +23,12 @@ OK, BAD_ARGUMENT, RUNTIME_ERROR, NO_BACKEND = 0, 1, 2, 3
 OP_INTRA, OP_INTER_SOLVE, OP_CUMSUM, OP_INTRA_DIAG = 0, 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 (H_OP, H_DEVICE, H_B, H_T, H_H, H_HV, H_K, H_BT, H_SAFE_GATE, H_TF32, H_ACTIVATION, H_THREADS, H_STREAM,
- H_FUSE, HEADER) = range(15)
+ H_FUSE, H_V, HEADER) = range(16)
 (T_Q, T_K, T_G, T_BETA, T_AKKD, T_AQK, T_AKK, T_CU_SEQLENS, T_CHUNK_INDICES, T_CU_SEQLENS_HOST,
- T_CHUNK_INDICES_HOST, T_A_LOG, T_DT_BIAS, T_G_OUT, SLOTS) = range(15)
+ T_CHUNK_INDICES_HOST, T_A_LOG, T_DT_BIAS, T_G_OUT, T_V, T_W, T_U, T_KG, T_QG, SLOTS) = range(20)
 TENSOR = 11
 WORDS = HEADER + SLOTS * TENSOR
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 _DTYPE_CODE = {
     torch.bfloat16: 0,
@@ -184,6 +184,7 @@ _SLOT_NAMES = {
     T_Q: "q", T_K: "k", T_G: "g", T_BETA: "beta", T_AKKD: "Akkd", T_AQK: "Aqk", T_AKK: "Akk",
     T_CU_SEQLENS: "cu_seqlens", T_CHUNK_INDICES: "chunk_indices", T_CU_SEQLENS_HOST: "cu_seqlens_cpu",
     T_CHUNK_INDICES_HOST: "chunk_indices_cpu", T_A_LOG: "A_log", T_DT_BIAS: "dt_bias", T_G_OUT: "g_out",
+    T_V: "v", T_W: "w", T_U: "u", T_KG: "kg", T_QG: "qg",
 }
 
 

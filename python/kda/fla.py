@@ -2,8 +2,11 @@
 
 FLA's `chunk_kda` forward calls `chunk_kda_fwd_intra(q, k, v, gk, beta, ...) -> (w, u, qg, kg, Aqk,
 Akk)` through its backend registry. This backend computes Aqk and Akk with kda's fused intra-stage
-kernel, then w, u, qg, kg with FLA's own `recompute_w_u_fwd`, so training and inference go on
-unchanged (FLA's backward reads the Aqk / Akk this returns).
+kernel and w, u, qg, kg with FLA's own `recompute_w_u_fwd` (from Akk rounded to q's dtype, as FLA
+does), so training and inference go on unchanged (FLA's backward reads the Aqk / Akk this
+returns). KDA_FLA_WY=1 forms w, u, qg, kg inside kda's kernel instead (kda.chunk_kda_fwd_intra,
+from the unrounded Akk; slower today, docs/PYTORCH.md); a v that kda does not take (another dtype
+than q, or a last dimension that is not contiguous) then still goes to FLA's recompute_w_u_fwd.
 
     import kda.fla            # once, before the model runs; FLA_KDA=0 in the environment turns it off
     kda.fla.stats()           # {'calls': ..., 'declined': {reason: count}}
@@ -30,6 +33,7 @@ except ImportError as e:  # pragma: no cover - exercised without FLA
     raise ImportError("kda.fla needs flash-linear-attention (pip install fla-core)") from e
 
 from . import _lib
+from .ops import chunk_kda_fwd_intra as _kda_fwd_intra
 from .ops import chunk_kda_intra
 
 _lock = threading.Lock()
@@ -95,10 +99,24 @@ def verify_intra(q, k, v=None, gk=None, beta=None, scale=None, cu_seqlens=None, 
     return True, None
 
 
+def _wy_in_kernel(q, v) -> bool:
+    """Whether kda forms w, u, qg, kg itself: KDA_FLA_WY=1 and kda takes v."""
+    if os.environ.get("KDA_FLA_WY", "0") != "1":
+        return False
+    return (v is not None and v.dim() == 4 and v.dtype == q.dtype and v.device == q.device
+            and (v.stride(-1) == 1 or v.shape[-1] == 1))
+
+
 def chunk_kda_fwd_intra(q, k, v, gk=None, beta=None, scale=None, cu_seqlens=None, chunk_size=64, chunk_indices=None,
                         safe_gate=False, disable_recompute=False, **kwargs):
-    """FLA's chunk_kda_fwd_intra with kda's fused intra kernel for Aqk and Akk."""
+    """FLA's chunk_kda_fwd_intra on kda's fused intra kernel (w, u, qg, kg too, see above)."""
     global _calls
+    if _wy_in_kernel(q, v):
+        out = _kda_fwd_intra(q, k, v, gk, beta, scale, chunk_size=chunk_size, safe_gate=safe_gate, precision=_precision(),
+                             store_qg=bool(disable_recompute), cu_seqlens=cu_seqlens, chunk_indices=chunk_indices)
+        with _lock:
+            _calls += 1
+        return out
     from fla.ops.kda.wy_fast import recompute_w_u_fwd
 
     Aqk, Akk = chunk_kda_intra(q, k, gk, beta, scale, chunk_size=chunk_size, safe_gate=safe_gate,

@@ -146,6 +146,76 @@ def chunk_kda_intra(q: torch.Tensor, k: torch.Tensor, g: torch.Tensor, beta: tor
 
 
 # ---------------------------------------------------------------------------------------------
+# kda::chunk_kda_fwd_intra: the stage plus its WY outputs (FLA's dispatch point of the same name)
+
+
+def _wy_shapes(q, k, v, g, chunk_size):
+    """[B, T, HV, K] (w, kg, qg) and [B, T, HV, V] (u); kda checks the inputs' shapes."""
+    B, T, HV, _ = _score_shape(q, k, g, chunk_size)
+    K = _sizes(q, k)[3]
+    return [B, T, HV, K], [B, T, HV, v.shape[-1] if v.dim() == 4 else 0]
+
+
+def _chunk_kda_fwd_intra_impl(q, k, v, g, beta, scale, chunk_size, safe_gate, tf32, store_qg, cu_seqlens, chunk_indices,
+                              cu_seqlens_cpu, chunk_indices_cpu):
+    fn = "kda.chunk_kda_fwd_intra"
+    shape = _score_shape(q, k, g, chunk_size)
+    wk, wv = _wy_shapes(q, k, v, g, chunk_size)
+    Aqk = torch.zeros(shape, dtype=q.dtype, device=q.device)
+    Akk = torch.zeros(shape, dtype=q.dtype, device=q.device)
+    # every row lies in a sequence (kda checks cu_seqlens ends at T), so w, u, kg, qg are written in full
+    w = torch.empty(wk, dtype=q.dtype, device=q.device)
+    kg = torch.empty(wk, dtype=q.dtype, device=q.device)
+    u = torch.empty(wv, dtype=q.dtype, device=q.device)
+    qg = torch.empty(wk if store_qg else [0], dtype=q.dtype, device=q.device)
+    tensors = {_lib.T_Q: q, _lib.T_K: k, _lib.T_G: g, _lib.T_BETA: beta, _lib.T_AQK: Aqk, _lib.T_AKK: Akk, _lib.T_V: v,
+               _lib.T_W: w, _lib.T_U: u, _lib.T_KG: kg, _lib.T_QG: qg if store_qg else None}
+    tensors.update(_index_slots(cu_seqlens, chunk_indices, cu_seqlens_cpu, chunk_indices_cpu))
+    h = _header(_lib.OP_INTRA, q, k, shape[2], chunk_size, safe_gate, tf32, fn)
+    h[_lib.H_V] = wv[3]
+    with _device_of(q):
+        _lib.run(h, tensors, scale, fn=fn)
+    return w, u, qg, kg, Aqk, Akk
+
+
+def _chunk_kda_fwd_intra_fake(q, k, v, g, beta, scale, chunk_size, safe_gate, tf32, store_qg, cu_seqlens, chunk_indices,
+                              cu_seqlens_cpu, chunk_indices_cpu):
+    shape = _score_shape(q, k, g, chunk_size)
+    wk, wv = _wy_shapes(q, k, v, g, chunk_size)
+    return (q.new_empty(wk), q.new_empty(wv), q.new_empty(wk if store_qg else [0]), q.new_empty(wk), q.new_empty(shape),
+            q.new_empty(shape))
+
+
+_define("chunk_kda_fwd_intra(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, int chunk_size, "
+        f"bool safe_gate, bool tf32, bool store_qg, {_INDEX_ARGS}) -> (Tensor w, Tensor u, Tensor qg, Tensor kg, "
+        "Tensor Aqk, Tensor Akk)", _chunk_kda_fwd_intra_impl, _chunk_kda_fwd_intra_fake)
+
+
+def chunk_kda_fwd_intra(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                        scale: float | None = None, *, chunk_size: int = 64, safe_gate: bool = False,
+                        precision: str = "fp32", store_qg: bool = False, cu_seqlens: torch.Tensor | None = None,
+                        chunk_indices: torch.Tensor | None = None, cu_seqlens_cpu: torch.Tensor | None = None,
+                        chunk_indices_cpu: torch.Tensor | None = None):
+    """The intra stage and its WY outputs in one call, FLA's chunk_kda_fwd_intra:
+    (w, u, qg, kg, Aqk, Akk) from q, k [B, T, H, K], v [B, T, HV, V] (q's dtype), g, beta as for
+    chunk_kda_intra.
+
+    With A = Akk = (I + L)^-1 before its rounding to q's dtype: w = A (beta k 2^g) and
+    kg = k 2^(g_last - g) [B, T, HV, K], u = A (beta v) [B, T, HV, V], and, when store_qg,
+    qg = q 2^g (else None); g_last is the gate of the chunk's last row. Aqk and Akk as
+    chunk_kda_intra returns them. On CUDA one kernel forms all of them.
+    """
+    if precision not in _PRECISIONS:
+        raise ValueError(f"kda.chunk_kda_fwd_intra: argument 'precision': expected 'fp32' or 'tf32', got {precision!r}")
+    if scale is None:
+        scale = _lib.default_scale(q.shape[-1])
+    w, u, qg, kg, Aqk, Akk = torch.ops.kda.chunk_kda_fwd_intra(q, k, v, g, beta, float(scale), int(chunk_size), bool(safe_gate),
+                                                               _PRECISIONS[precision] == 1, bool(store_qg), cu_seqlens,
+                                                               chunk_indices, cu_seqlens_cpu, chunk_indices_cpu)
+    return w, u, qg if store_qg else None, kg, Aqk, Akk
+
+
+# ---------------------------------------------------------------------------------------------
 # kda::inter_solve
 
 

@@ -10,6 +10,9 @@
 //   [intra][cumsum]  chunk_local_cumsum, all activations, dense and varlen, against float64
 //   [intra][tma]     the fused kernel with and without the tensor copy engine: the same bits
 //   [intra][graph]   the fused kernel and the two launches captured into a CUDA graph give the same bits
+//   [intra][wy]      the fused kernel's WY outputs (w, u, kg, qg) against float64: dtypes, BT, both
+//                    flavours and precisions, K and V tails (16-bit rows 2-byte aligned), GVA, varlen;
+//                    Aqk and Akk keep their bits; each output alone gives the bits of all four
 //   [intra][bad-input] missing workspace (two-kernel path), host memory: refused, naming the argument
 #include <cmath>
 #include <cstdint>
@@ -30,6 +33,7 @@
 #include "cuda/setup.hpp"
 #include "support/catch.hpp"
 #include "support/metrics.hpp"
+#include "support/wy.hpp"
 
 namespace {
 
@@ -413,6 +417,83 @@ TEST_CASE("cuda: chunk_kda_intra on strided views gives the contiguous run's bit
             host_tensor zws(dtype::fp32, {z.p.B, 0, z.p.HV, 16});
             CHECK_NOTHROW(kda::bridge::cuda_intra_host(zin.problem, zin.intra_args(zq, zk, fuse ? nullptr : &zws), opt));
         }
+}
+
+TEST_CASE("cuda: the fused kernel's WY outputs against float64", "[cuda][intra][wy]") {
+    std::uint64_t seed = 4000;
+    double worst_fp32_mode = 0;
+    int cases = 0;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
+        for (int BT : {32, 64})
+            for (bool safe : {false, true})
+                for (precision prec : {precision::fp32, precision::tf32})
+                    for (int layout = 0; layout < 3; ++layout) {
+                        setup s;
+                        s.X = X;
+                        s.seed = ++seed;
+                        std::int64_t V = 64;
+                        if (layout == 0) {  // dense, GVA, a short last chunk
+                            s.p = make_problem(2, 2 * BT + 21, 2, 4, 128, BT, safe, prec);
+                            V = 96;
+                        } else if (layout == 1) {  // 2-byte-aligned 16-bit rows, V tail
+                            s.p = make_problem(1, BT + 9, 1, 2, 37, BT, safe, prec);
+                            V = 45;
+                        } else {  // varlen with length-1 and empty sequences
+                            s.p = make_problem(1, 0, 1, 2, 64, BT, safe, prec);
+                            s.seqlens = {5, 1, 70, 0, 33, 129};
+                            s.with_ci = (seed % 2) == 0;
+                        }
+                        INFO(s.describe() << " V" << V);
+                        auto in = s.make();
+                        in.problem.V = V;
+                        host_tensor Aqk = in.make_output(7.0), Akk = in.make_output(7.0), Aqk2 = in.make_output(7.0), Akk2 = in.make_output(7.0);
+                        kda::testing::wy_tensors t(in, V, seed, 7.0);
+                        kda::intra_args a = in.intra_args(Aqk, Akk);
+                        t.attach(a);
+                        kda::bridge::cuda_intra_host(in.problem, a);
+                        kda::bridge::cuda_intra_host(in.problem, in.intra_args(Aqk2, Akk2));
+                        CHECK(std::memcmp(Aqk.raw(), Aqk2.raw(), static_cast<std::size_t>(Aqk.nbytes())) == 0);
+                        CHECK(std::memcmp(Akk.raw(), Akk2.raw(), static_cast<std::size_t>(Akk.nbytes())) == 0);
+                        const kda::reference::wy_result r = kda::reference::intra_wy(in.problem, a);
+                        const auto mk = kda::testing::row_mask(r, in.problem.K), mv = kda::testing::row_mask(r, V);
+                        const auto sw = kda::testing::detail::stats(r.w, mk, t.w), su = kda::testing::detail::stats(r.u, mv, t.u);
+                        const auto skg = kda::testing::detail::stats(r.kg, mk, t.kg), sqg = kda::testing::detail::stats(r.qg, mk, t.qg);
+                        INFO("w err " << sw.err << " floor " << sw.floor << "; u " << su.err << " / " << su.floor << "; kg " << skg.err << " / "
+                                      << skg.floor << "; qg " << sqg.err << " / " << sqg.floor);
+                        CHECK(sw.count > 0);
+                        CHECK(su.count == sw.count / in.problem.K * V);
+                        CHECK(sw.err <= tolerance(X, prec, sw.floor));
+                        CHECK(su.err <= tolerance(X, prec, su.floor));
+                        CHECK(skg.err <= kda::testing::full_precision_tolerance(X, skg.floor));
+                        CHECK(sqg.err <= kda::testing::full_precision_tolerance(X, sqg.floor));
+                        if (prec == precision::fp32 && X != dtype::fp32) worst_fp32_mode = std::max({worst_fp32_mode, sw.ratio(), su.ratio()});
+                        ++cases;
+                    }
+    std::printf("cuda intra WY outputs: %d cases; fp32 mode, bf16/fp16: worst w/u %.4fx floor\n", cases, worst_fp32_mode);
+}
+
+TEST_CASE("cuda: each WY output alone gives the bits of all four; the two-kernel path refuses them", "[cuda][intra][wy]") {
+    setup s;
+    s.p = make_problem(1, 150, 1, 2, 100, 64, false, precision::tf32);
+    s.X = dtype::bf16;
+    auto in = s.make();
+    in.problem.V = 40;
+    host_tensor Aqk = in.make_output(0), Akk = in.make_output(0);
+    kda::testing::wy_tensors all(in, 40, 3, 7.0);
+    kda::intra_args a = in.intra_args(Aqk, Akk);
+    all.attach(a);
+    kda::bridge::cuda_intra_host(in.problem, a);
+    CHECK(kda::testing::wy_each_alone_mismatches(in, 40, 3, 7.0, all, Aqk, Akk, [&](const kda::intra_args& b) { kda::bridge::cuda_intra_host(in.problem, b); }) == 0);
+    auto same = [](const host_tensor& x, const host_tensor& y) { return std::memcmp(x.raw(), y.raw(), static_cast<std::size_t>(x.nbytes())) == 0; };
+    kda::bridge::cuda_options two;
+    two.fuse_intra = false;
+    host_tensor ws(dtype::fp32, {in.problem.B, in.problem.T, in.problem.HV, 16});
+    kda::intra_args c = in.intra_args(Aqk, Akk, &ws);
+    kda::testing::wy_tensors fresh(in, 40, 3, 7.0);
+    fresh.attach(c);
+    const host_tensor w0 = fresh.w.clone();
+    REQUIRE_THROWS_WITH(kda::bridge::cuda_intra_host(in.problem, c, two), Catch::Contains("argument 'w'") && Catch::Contains("fuse_intra"));
+    CHECK(same(fresh.w, w0));
 }
 
 TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda][intra][bad-input]") {

@@ -75,6 +75,28 @@ def chunk_kda_intra(q, k, g, beta, scale, BT, cu_seqlens=None):
     return Aqk, Akk
 
 
+def wy_outputs(q, k, v, g, beta, BT, cu_seqlens=None):
+    """Exact (w, u, qg, kg) of chunk_kda_fwd_intra in float64: with A = (I + L)^-1 of each chunk,
+    w = A (beta k 2^g), u = A (beta v), qg = q 2^g, kg = k 2^(g_last - g)."""
+    B, T, H, K = q.shape
+    HV, V = g.shape[2], v.shape[-1]
+    q64, k64 = _expand_heads(q.double(), HV), _expand_heads(k.double(), HV)
+    g64, b64, v64 = g.double(), beta.double(), v.double()
+    w = torch.zeros(B, T, HV, K, dtype=torch.float64)
+    u = torch.zeros(B, T, HV, V, dtype=torch.float64)
+    kg = torch.zeros_like(w)
+    for b, t0, n, _, L in chunk_scores(q, k, g, beta, 1.0, BT, cu_seqlens):
+        A = inverse_unit_lower(L)  # [HV, n, n]
+        rows = slice(t0, t0 + n)
+        bc = b64[b, rows].transpose(0, 1)[:, :, None]  # [HV, n, 1]
+        gc = g64[b, rows].transpose(0, 1)
+        kb = k64[b, rows].transpose(0, 1) * bc * torch.exp2(gc)
+        w[b, rows] = (A @ kb).transpose(0, 1)
+        u[b, rows] = (A @ (v64[b, rows].transpose(0, 1) * bc)).transpose(0, 1)
+        kg[b, rows] = k64[b, rows] * torch.exp2(g64[b, t0 + n - 1][None] - g64[b, rows])
+    return w, u, q64 * torch.exp2(g64), kg
+
+
 def diagonal_blocks(q, k, g, beta, scale, BT, safe_gate, cu_seqlens=None, BC=16):
     """The producer's outputs in float64: Akkd [B, T, HV, BC] (L_ss rows, or (I + L_ss)^-1 rows in
     safe-gate mode) and the diagonal blocks of Aqk [B, T, HV, BT] (zeros elsewhere)."""

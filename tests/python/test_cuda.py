@@ -46,6 +46,51 @@ def test_chunk_kda_intra(dtype, precision, safe_gate, BT):
     check_cuda(Akk, eAkk, precision=precision, what="Akk")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+@pytest.mark.parametrize("BT", [64, 32])
+@pytest.mark.parametrize("K, V", [(128, 128), (37, 45)], ids=["K128", "K37-V45"])
+def test_chunk_kda_fwd_intra(dtype, precision, BT, K, V):
+    # varlen with a length-1 sequence, GVA; w, u, qg, kg against float64; Aqk, Akk the stage's bits
+    cu = torch.tensor([0, 1, 2 * BT + 5, 3 * BT + 40], dtype=torch.int64)
+    T = int(cu[-1])
+    x = make_inputs(B=1, T=T, H=2, HV=4, K=K, dtype=dtype, BT=BT, cu_seqlens=cu, device="cuda")
+    v = torch.randn(1, T, 4, V, generator=torch.Generator().manual_seed(1)).to(dtype).cuda()
+    w, u, qg, kg, Aqk, Akk = kda.chunk_kda_fwd_intra(x["q"], x["k"], v, x["g"], x["beta"], chunk_size=BT, precision=precision,
+                                                     store_qg=True, cu_seqlens=cu.cuda(), cu_seqlens_cpu=cu)
+    cpu = {n: t.cpu() if torch.is_tensor(t) else t for n, t in x.items()}
+    ew, eu, eqg, ekg = reference.wy_outputs(cpu["q"], cpu["k"], v.cpu(), cpu["g"], cpu["beta"], BT, cu_seqlens=cu)
+    check_cuda(w, ew, precision=precision, what="w")
+    check_cuda(u, eu, precision=precision, what="u")
+    check_cuda(qg, eqg, what="qg")
+    check_cuda(kg, ekg, what="kg")
+    Aqk2, Akk2 = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], chunk_size=BT, precision=precision, cu_seqlens=cu.cuda(),
+                                     cu_seqlens_cpu=cu)
+    assert torch.equal(Aqk, Aqk2) and torch.equal(Akk, Akk2)
+
+
+def test_chunk_kda_fwd_intra_graph_replay_is_bit_identical():
+    x = make_inputs(B=2, T=150, H=2, K=64, device="cuda")
+    v = torch.randn(2, 150, 2, 64, device="cuda").to(torch.bfloat16)
+    call = lambda: kda.chunk_kda_fwd_intra(x["q"], x["k"], v, x["g"], x["beta"], precision="tf32")  # noqa: E731
+    eager = call()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    for _ in range(2):
+        for t in out:
+            if t is not None:
+                t.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert all(torch.equal(a, b) for a, b in zip(out, eager) if a is not None)
+
+
 @pytest.mark.parametrize("K", [1, 7, 64, 80, 256])
 def test_head_dims_and_unaligned_rows(K):
     x = make_inputs(T=150, H=1, K=K, device="cuda")

@@ -58,6 +58,21 @@ def test_chunk_kda_intra_refuses(case):
         _intra(x, **change(x))
 
 
+@pytest.mark.parametrize("change, expect", [
+    (lambda x, v: dict(v=v.float()), "argument 'v'"),
+    (lambda x, v: dict(v=v[:, :, :1]), "argument 'v'"),
+    (lambda x, v: dict(v=v[:, :-1]), "argument 'v'"),
+    (lambda x, v: dict(v=v.transpose(2, 3).contiguous().transpose(2, 3)), "argument 'v'"),
+], ids=["v dtype", "v heads", "v tokens", "v inner stride"])
+def test_chunk_kda_fwd_intra_refuses(change, expect):
+    x = _x()
+    v = torch.randn(1, 70, 2, 12).to(torch.bfloat16)
+    args = dict(v=v)
+    args.update(change(x, v))
+    with pytest.raises(ValueError, match=expect):
+        kda.chunk_kda_fwd_intra(x["q"], x["k"], args["v"], x["g"], x["beta"])
+
+
 def test_varlen_needs_batch_of_one():
     x = make_inputs(B=2, T=70, H=2, K=16)
     with pytest.raises(ValueError, match="argument 'B'"):

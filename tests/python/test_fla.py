@@ -41,7 +41,9 @@ def test_verifier_declines_with_reason(change, reason):
 
 @requires_cuda
 @pytest.mark.parametrize("safe_gate", [False, True], ids=["notsafe", "safe"])
-def test_chunk_kda_with_kda_matches_triton(safe_gate, monkeypatch):
+@pytest.mark.parametrize("wy", ["1", "0"], ids=["wy-in-kda", "wy-by-fla"])
+def test_chunk_kda_with_kda_matches_triton(safe_gate, wy, monkeypatch):
+    monkeypatch.setenv("KDA_FLA_WY", wy)
     from fla.ops.kda import chunk_kda
 
     torch.manual_seed(0)
@@ -61,3 +63,25 @@ def test_chunk_kda_with_kda_matches_triton(safe_gate, monkeypatch):
     assert kda.fla.stats()["calls"] == 1
     diff = (with_kda.float() - triton.float()).norm() / triton.float().norm()
     assert diff < 1e-2, f"chunk_kda output with kda differs from FLA's by {diff:.2e} (relative)"
+
+
+@requires_cuda
+@pytest.mark.parametrize("disable_recompute", [False, True])
+def test_wy_in_kernel_against_fla_recompute(disable_recompute, monkeypatch):
+    # the dispatch point both ways: w, u, qg, kg from kda's kernel (unrounded Akk) and from FLA's
+    # recompute_w_u_fwd (Akk rounded to bf16) agree to bf16 accuracy; Aqk and Akk are the same bits
+    x = make_inputs(B=2, T=200, H=2, HV=4, K=64, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(2, 200, 4, 96, device="cuda").to(torch.bfloat16)
+    args = dict(q=x["q"], k=x["k"], v=v, gk=x["g"], beta=x["beta"], scale=x["scale"], chunk_size=64,
+                disable_recompute=disable_recompute)
+    monkeypatch.setenv("KDA_FLA_WY", "1")
+    one = kda.fla.chunk_kda_fwd_intra(**args)
+    monkeypatch.setenv("KDA_FLA_WY", "0")
+    two = kda.fla.chunk_kda_fwd_intra(**args)
+    assert torch.equal(one[4], two[4]) and torch.equal(one[5], two[5])
+    assert (one[2] is None) == (two[2] is None) == (not disable_recompute)
+    for i, name in enumerate(("w", "u", "qg", "kg")):
+        if one[i] is None:
+            continue
+        d = ((one[i].float() - two[i].float()).norm() / two[i].float().norm()).item()
+        assert d < 1e-2, f"{name}: kda's kernel and FLA's recompute differ by {d:.2e} (relative)"

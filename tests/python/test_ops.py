@@ -59,6 +59,40 @@ def test_chunk_kda_intra_varlen(BT, index_dtype):
     assert torch.equal(Aqk2, Aqk) and torch.equal(Akk2, Akk)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).split(".")[-1])
+@pytest.mark.parametrize("BT", [64, 32])
+@pytest.mark.parametrize("safe_gate", [False, True], ids=["notsafe", "safe"])
+def test_chunk_kda_fwd_intra_dense(dtype, BT, safe_gate):
+    # FLA's dispatch point: the stage plus w, u, qg, kg; a tail chunk, GVA, V != K
+    x = make_inputs(B=2, T=BT + 37, H=2, HV=4, K=40, dtype=dtype, BT=BT, safe_gate=safe_gate)
+    v = torch.randn(2, BT + 37, 4, 24, generator=torch.Generator().manual_seed(3), dtype=torch.float64).to(dtype)
+    w, u, qg, kg, Aqk, Akk = kda.chunk_kda_fwd_intra(x["q"], x["k"], v, x["g"], x["beta"], x["scale"], chunk_size=BT,
+                                                     safe_gate=safe_gate, store_qg=True)
+    assert w.shape == kg.shape == qg.shape == (2, BT + 37, 4, 40) and u.shape == (2, BT + 37, 4, 24)
+    assert all(t.dtype == dtype for t in (w, u, qg, kg, Aqk, Akk))
+    ew, eu, eqg, ekg = reference.wy_outputs(x["q"], x["k"], v, x["g"], x["beta"], BT)
+    for out, exact, what in ((w, ew, "w"), (u, eu, "u"), (qg, eqg, "qg"), (kg, ekg, "kg")):
+        check(out, exact, what=what)
+    # Aqk and Akk: the bits of chunk_kda_intra
+    Aqk2, Akk2 = kda.chunk_kda_intra(x["q"], x["k"], x["g"], x["beta"], x["scale"], chunk_size=BT, safe_gate=safe_gate)
+    assert torch.equal(Aqk, Aqk2) and torch.equal(Akk, Akk2)
+    assert kda.chunk_kda_fwd_intra(x["q"], x["k"], v, x["g"], x["beta"], x["scale"], chunk_size=BT)[2] is None
+
+
+@pytest.mark.parametrize("BT", [64, 32])
+def test_chunk_kda_fwd_intra_varlen(BT):
+    # length-1 and empty sequences, GVA, K = V = 7 (rows not a multiple of 16 bytes)
+    cu = torch.tensor([0, 1, 2, 2, 2 + BT, 3 + BT, 70 + 2 * BT], dtype=torch.int64)
+    T = int(cu[-1])
+    x = make_inputs(B=1, T=T, H=2, HV=4, K=7, dtype=torch.bfloat16, BT=BT, cu_seqlens=cu, beta_fp32=True)
+    v = torch.randn(1, T, 4, 7, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    w, u, qg, kg, _, _ = kda.chunk_kda_fwd_intra(x["q"], x["k"], v, x["g"], x["beta"], x["scale"], chunk_size=BT, cu_seqlens=cu,
+                                                 store_qg=True)
+    ew, eu, eqg, ekg = reference.wy_outputs(x["q"], x["k"], v, x["g"], x["beta"], BT, cu_seqlens=cu)
+    for out, exact, what in ((w, ew, "w"), (u, eu, "u"), (qg, eqg, "qg"), (kg, ekg, "kg")):
+        check(out, exact, what=what)
+
+
 def test_chunk_kda_intra_varlen_under_inference_mode():
     cu = torch.tensor([0, 1, 70, 200], dtype=torch.int64)
     x = make_inputs(B=1, T=200, H=2, HV=2, K=32, cu_seqlens=cu)

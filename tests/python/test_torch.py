@@ -21,6 +21,15 @@ def test_opcheck_chunk_kda_intra(varlen):
     torch.library.opcheck(torch.ops.kda.chunk_kda_intra.default, _intra_args(x, cu=cu))
 
 
+@pytest.mark.parametrize("store_qg", [False, True], ids=["no-qg", "qg"])
+def test_opcheck_chunk_kda_fwd_intra(store_qg):
+    cu = torch.tensor([0, 3, 70], dtype=torch.int64)
+    x = make_inputs(B=1, T=70, H=1, HV=2, K=16, cu_seqlens=cu)
+    v = torch.randn(1, 70, 2, 8).to(torch.bfloat16)
+    torch.library.opcheck(torch.ops.kda.chunk_kda_fwd_intra.default,
+                          (x["q"], x["k"], v, x["g"], x["beta"], x["scale"], 64, False, False, store_qg, cu, None, None, None))
+
+
 def test_opcheck_inter_solve():
     x = make_inputs(B=1, T=40, H=1, K=16)
     Akkd = torch.zeros(1, 40, 1, 16)

@@ -190,6 +190,11 @@ double cuda_intra_host(const intra_problem& p, const intra_args& host_args, cons
     mirror m(stream.get());
     intra_args d = upload_common(m, h);
     d.Akk = m.upload(h.Akk);
+    d.v = m.upload(h.v);
+    d.w = m.upload(h.w);
+    d.u = m.upload(h.u);
+    d.kg = m.upload(h.kg);
+    d.qg = m.upload(h.qg);
     std::vector<device_buffer> own;
     if (!h.Akkd.empty_view()) {
         d.Akkd = m.upload(h.Akkd);
@@ -201,6 +206,7 @@ double cuda_intra_host(const intra_problem& p, const intra_args& host_args, cons
         m.download(h.Aqk, d.Aqk);
         m.download(h.Akk, d.Akk);
         if (!h.Akkd.empty_view()) m.download(h.Akkd, d.Akkd);
+        for (auto [ho, dv] : {std::pair{&h.w, &d.w}, std::pair{&h.u, &d.u}, std::pair{&h.kg, &d.kg}, std::pair{&h.qg, &d.qg}}) m.download(*ho, *dv);
     });
 }
 

@@ -44,6 +44,7 @@ double cuda_inter_solve_host(const kda::inter_solve_problem& problem, const kda:
 /// The same for kda::chunk_kda_intra: when host_args.Akkd is absent and the two-kernel path is
 /// asked for (options.fuse_intra false), the bridge allocates the device workspace itself (the
 /// library never does); when given, it is copied back too (the fused path leaves it as it was).
+/// The WY outputs (w, u, kg, qg) are copied back where given.
 double cuda_intra_host(const kda::intra_problem& problem, const kda::intra_args& host_args, const cuda_options& options = {});
 
 /// The same for kda::chunk_kda_intra_diag (Aqk and Akkd are copied back).

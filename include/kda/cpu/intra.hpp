@@ -209,12 +209,61 @@ void run_intra_diag(const cpu_backend& be, const intra_problem& p, const intra_d
     });
 }
 
+/// The WY outputs of one work item (kda/intra.hpp) from its unrounded Akk (`ai`, [BT, BT]
+/// row-major, the lower block triangle) and the rows staged for it (q, k, g in `b`, `kp` apart):
+/// w = Akk (beta k 2^g), u = Akk (beta v), kg = k 2^(g_last - g), qg = q 2^g, every row < n.
+template <class X, int BT>
+void write_wy(const inter_solve_params<X>& P, const wy_params<X>& wy, const chunk_coords& c, std::int64_t hv, const acc_t<X>* ai,
+              const scratch<acc_t<X>>& b, std::int64_t kp) {
+    using acc = acc_t<X>;
+    using mat = Eigen::Matrix<acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using arr = Eigen::Array<acc, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using cmap = Eigen::Map<const mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+    const auto n = static_cast<Eigen::Index>(c.n), K = static_cast<Eigen::Index>(P.K);
+    const cmap A(ai, n, n, Eigen::OuterStride<>(BT));
+    const cmap k(b.k.data(), n, K, Eigen::OuterStride<>(kp)), g(b.g.data(), n, K, Eigen::OuterStride<>(kp)), q(b.q.data(), n, K, Eigen::OuterStride<>(kp));
+    auto token = [&](Eigen::Index r) { return c.bos + c.t0 + r; };
+    Eigen::Matrix<acc, Eigen::Dynamic, 1> beta(n);
+    for (Eigen::Index r = 0; r < n; ++r) {
+        const std::int64_t off = P.beta_s.at(c.b, token(r), hv);
+        beta(r) = P.beta_is_fp32 ? static_cast<acc>(static_cast<const float*>(P.beta)[off]) : to_acc<acc>(static_cast<const X*>(P.beta)[off]);
+    }
+    auto store = [&](X* base, const axis_strides& s, const mat& m) {
+        for (Eigen::Index r = 0; r < n; ++r) {
+            X* dst = base + s.at(c.b, token(r), hv);
+            for (Eigen::Index j = 0; j < m.cols(); ++j) dst[j] = from_acc<X>(m(r, j));
+        }
+    };
+    if (wy.w != nullptr || wy.qg != nullptr) {
+        const arr eg = exp2_accurate<arr>(g.array());
+        if (wy.w != nullptr) {
+            const mat kb = (k.array() * eg).matrix();
+            store(wy.w, wy.w_s, A.template triangularView<Eigen::Lower>() * (beta.asDiagonal() * kb));
+        }
+        if (wy.qg != nullptr) store(wy.qg, wy.qg_s, (q.array() * eg).matrix());
+    }
+    if (wy.kg != nullptr) {
+        const arr up = exp2_accurate<arr>(((-g).rowwise() + g.row(n - 1)).array());
+        store(wy.kg, wy.kg_s, (k.array() * up).matrix());
+    }
+    if (wy.u != nullptr) {
+        const auto V = static_cast<Eigen::Index>(wy.V);
+        mat vb(n, V);
+        for (Eigen::Index r = 0; r < n; ++r) {
+            const X* src = wy.v + wy.v_s.at(c.b, token(r), hv);
+            for (Eigen::Index j = 0; j < V; ++j) vb(r, j) = beta(r) * to_acc<acc>(src[j]);
+        }
+        store(wy.u, wy.u_s, A.template triangularView<Eigen::Lower>() * vb);
+    }
+}
+
 /// The whole stage over every (chunk, value head) item, one item at a time: the producer stages
 /// the item's rows and writes its Akkd rows and Aqk's diagonal blocks, then the inter-solve step
 /// (Cfg, Mode) runs on the same staged rows, with those Akkd rows still in cache. `ia` carries
 /// `akkd` as its Akkd.
 template <class X, class Cfg, class Mode>
-void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_args& ia, acc_t<X>* akkd, const axis_strides& akkd_s) {
+void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_args& ia, acc_t<X>* akkd, const axis_strides& akkd_s,
+               const wy_params<X>& wy) {
     using item_t = intra_diag_item<X, Cfg::BT, Cfg::BC, Mode::safe_gate>;
     using ops_t = tile_ops<X, Cfg, Mode>;
     using acc = acc_t<X>;
@@ -224,6 +273,8 @@ void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_
     const std::int64_t kp = item_t::padded_k(p.K, std::max(item_t::slice_k, Cfg::BK));  // whole slices for both
     std::vector<scratch<acc>> buf(static_cast<std::size_t>(nt));
     for (auto& s : buf) s.reserve(static_cast<std::size_t>(Cfg::BT * kp));
+    std::vector<std::vector<acc>> ai(wy.any() ? static_cast<std::size_t>(nt) : 0);  // per worker: the item's unrounded Akk
+    for (auto& v : ai) v.resize(static_cast<std::size_t>(Cfg::BT * Cfg::BT));
     parallel_for(P.num_items(), nt, [&](std::int64_t item, int worker) {
         scratch<acc>& b = buf[static_cast<std::size_t>(worker)];
         const chunk_coords c = grid(item / P.HV);
@@ -233,7 +284,13 @@ void run_intra(const cpu_backend& be, const intra_problem& p, const inter_solve_
         if (item + 1 < P.num_items()) ops_t::touch_rows(P, grid((item + 1) / P.HV), (item + 1) % P.HV, b);
         producer.run();
         ops_t ops(P, c, hv, b, typename ops_t::prestaged{kp});
+        acc* a = wy.any() ? ai[static_cast<std::size_t>(worker)].data() : nullptr;
+        if (a != nullptr) {
+            std::fill_n(a, Cfg::BT * Cfg::BT, acc(0));
+            ops.keep_akk(a);
+        }
         kda::detail::inter_solve_chunk<Cfg, Mode>(ops);
+        if (a != nullptr) write_wy<X, Cfg::BT>(P, wy, c, hv, a, b, kp);
     });
 }
 
@@ -263,7 +320,8 @@ struct chunk_kda_intra_policy<cpu_backend, BT, BC> {
         // the CPU computes every precision alike: one inter-solve instantiation per flavour
         using solve_mode = variant<Mode::safe_gate, cpu_backend::effective_precision(Mode::solve_precision)>;
         detail::dispatch_bk(cpu_backend::k_slices{}, cpu_backend::default_bk(p.K), [&]<int BK>() {
-            cpu::run_intra<X, tile_config<BT, BC, BK>, solve_mode>(be, p, ia, static_cast<acc*>(akkd.data), detail::strides3(akkd));
+            cpu::run_intra<X, tile_config<BT, BC, BK>, solve_mode>(be, p, ia, static_cast<acc*>(akkd.data), detail::strides3(akkd),
+                                                                  make_wy_params<X>(p, a));
         });
     }
 };

@@ -253,7 +253,13 @@ public:
             X* dst = P_.Akk + P_.Akk_s.at(c_.b, token(si, r), hv_) + static_cast<std::int64_t>(sj) * BC;
             for (int j = 0; j < nc; ++j) dst[j] = from_acc<X>(t(r, j));
         }
+        if (ai_ != nullptr)  // the unrounded block, for the WY outputs
+            for (int r = 0; r < nr; ++r)
+                for (int j = 0; j < nc; ++j) ai_[(si * BC + r) * Cfg::BT + sj * BC + j] = t(r, j);
     }
+    /// Also keeps every stored Akk block, unrounded, in `ai` ([BT, BT] row-major; blocks above
+    /// the diagonal are not touched).
+    void keep_akk(acc* ai) { ai_ = ai; }
 
 private:
     [[nodiscard]] std::int64_t token(int s, int r) const { return c_.bos + c_.t0 + static_cast<std::int64_t>(s) * BC + r; }
@@ -306,6 +312,7 @@ private:
     chunk_coords c_;
     std::int64_t hv_, h_, kp_;
     scratch<acc>& buf_;
+    acc* ai_ = nullptr;
 };
 
 }  // namespace kda::cpu

@@ -39,10 +39,26 @@ struct chunk_kda_intra_policy<cuda_backend, BT, BC> {
 
     template <class X, class Mode>
     static void launch_intra(const cuda_backend& be, const intra_problem& p, const intra_args& a) {
+        if (a.wy() && p.T > 0) {
+            KDA_CHECK(be.fuse_intra, "kda::chunk_kda_intra: argument 'w': the WY outputs (w, u, kg, qg) come from the cuda backend's fused kernel "
+                                     "only; its two-kernel path (fuse_intra = false) does not form them");
+            int device = 0;
+            KDA_CUDA_CHECK(cudaGetDevice(&device));
+            const char* fn = "kda::chunk_kda_intra";
+            cuda_backend::check_pointer("v", a.v, device, fn);
+            cuda_backend::check_pointer("w", as_const(a.w), device, fn);
+            cuda_backend::check_pointer("u", as_const(a.u), device, fn);
+            cuda_backend::check_pointer("kg", as_const(a.kg), device, fn);
+            cuda_backend::check_pointer("qg", as_const(a.qg), device, fn);
+        }
         if (be.fuse_intra) {
             // one kernel for both flavours (the diagonal blocks' factorisation does not depend on
             // the flag: phases.cuh); Akkd is not touched
-            cuda::launch_chunk_kernel<X, config, variant<false, Mode::solve_precision>, cuda::fused_intra_step>(be, p, detail::as_inter_solve(a));
+            using fused = variant<false, Mode::solve_precision>;
+            if (a.wy())
+                cuda::launch_chunk_kernel<X, config, fused, cuda::fused_intra_wy_step>(be, p, detail::as_inter_solve(a), make_wy_params<X>(p, a));
+            else
+                cuda::launch_chunk_kernel<X, config, fused, cuda::fused_intra_step>(be, p, detail::as_inter_solve(a));
             return;
         }
         KDA_CHECK(!a.Akkd.empty_view(), "kda::chunk_kda_intra: argument 'Akkd': the cuda backend's two-kernel path (fuse_intra = false) needs a "

@@ -161,9 +161,10 @@ void make_tma_maps(kernel_params<X>& kp, const cuda_backend& be, const inter_sol
 
 /// Launches the chunk kernel for validated arguments: Step = inter_solve_step (called by
 /// chunk_kda_inter_solve<cuda_backend>::launch, and by the two-kernel intra stage) or
-/// fused_intra_step (chunk_kda_intra; a.Akkd is not read).
+/// fused_intra_step (chunk_kda_intra; a.Akkd is not read) or fused_intra_wy_step (the same with
+/// its WY outputs, `wy`).
 template <class X, class Cfg, class Mode, class Step>
-void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a) {
+void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, const inter_solve_args& a, const wy_params<X>& wy = {}) {
     using traits = kernel_traits<X, Cfg, Step, Mode::solve_precision>;
     const chunk_grid grid = make_chunk_grid(p, a);
     kernel_params<X> kp;
@@ -174,6 +175,7 @@ void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, c
     kp.pair_out = pair_stores_ok(as_const(a.Aqk)) && pair_stores_ok(as_const(a.Akk));
     kp.vec_out = rows_vector_aligned(as_const(a.Aqk)) && rows_vector_aligned(as_const(a.Akk));
     kp.vec_akkd = Step::reads_akkd && rows_vector_aligned(a.Akkd);
+    kp.wy = wy;
     const std::int64_t items = kp.p.num_items();
     if (items == 0) return;
     make_tma_maps<X, traits, Step>(kp, be, a);

@@ -39,6 +39,7 @@ struct mma_policy<precision::tf32> {
     __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) {
         return {{__float_as_uint(a0), __float_as_uint(a1), __float_as_uint(a2), __float_as_uint(a3)}};
     }
+    __device__ static b_frag make_b_prepared(float b0, float b1) { return {{__float_as_uint(b0), __float_as_uint(b1)}}; }
     __device__ static void mma(float (&acc)[4], const a_frag& a, const b_frag& b) { mma_m16n8k8(acc, a.hi, b.hi); }
     __device__ static void mma_full(float (&acc)[4], const a_frag& a, const b_frag& b) { mma(acc, a, b); }
 };
@@ -80,6 +81,7 @@ struct mma_policy<precision::fp32> {
     /// Built operands are stored unrounded and split when their fragment is formed.
     __device__ static float prepare(float x) { return x; }
     __device__ static a_frag make_a_prepared(float a0, float a1, float a2, float a3) { return make_a(a0, a1, a2, a3); }
+    __device__ static b_frag make_b_prepared(float b0, float b1) { return make_b(b0, b1); }
     template <bool LoLo>
     __device__ static void mma_parts(float (&acc)[4], const a_frag& a, const b_frag& b) {
         float t[4] = {0.f, 0.f, 0.f, 0.f};

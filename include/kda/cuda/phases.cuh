@@ -44,6 +44,12 @@
 //      columns < n only: 16-byte stores of 8 adjacent columns per lane where the outputs are
 //      aligned for them (launch.cuh: vec_out), else a warp per row with two adjacent columns per
 //      lane (pair_out) or single elements.
+//   6. (fused_intra_wy_step: the call asks for them, kernel_params::wy) the WY outputs from the
+//      unrounded Ai tiles, K (then V) in slices of 32 columns through two buffers: each thread
+//      loads 8 adjacent columns of a row into registers a slice ahead, then stages beta k 2^g (or
+//      beta v) as fp32 (and writes kg = k 2^(g_last - g), qg = q 2^g from the same loads); warp w
+//      forms columns 8 w .. + 7 of Ai (beta k 2^g) for the chunk's rows on tensor cores (the
+//      lower block triangle, Ai_ij B_j, i >= j) and stores them from its accumulators.
 //
 // Precision (Mode::solve_precision): mma.cuh's policy. The B operand's factorisation adds one fp32
 // rounding (2^-24) and one ex2.approx to each element.
@@ -1003,6 +1009,228 @@ struct chunk_item {
         }
     }
 
+    // =============================================================================================
+    // Phase 6: the WY outputs (kernel_params::wy).
+
+    __device__ float* s_wy() const { return reinterpret_cast<float*>(smem + traits::off_wy_bytes); }  // [BT, wy_ld]
+
+    /// Eight adjacent elements of a row, as stored (zeros from column lim on).
+    template <class T>
+    struct raw8 {
+        T e[8];
+    };
+
+    /// Issues the loads of eight adjacent elements of a row from column col (row pointer p =
+    /// &row[col]) into r, zeros from column lim on: 16-byte loads where the address and lim allow.
+    /// Nothing here uses the data, so the loads stay in flight until r is read.
+    template <class T>
+    __device__ static void load_raw8(const T* p, std::int64_t col, std::int64_t lim, raw8<T>& r) {
+        const std::int64_t avail = lim - col;
+        if (avail >= 8 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0) {
+            if constexpr (sizeof(T) == 4) {
+                reinterpret_cast<float4*>(r.e)[0] = reinterpret_cast<const float4*>(p)[0];
+                reinterpret_cast<float4*>(r.e)[1] = reinterpret_cast<const float4*>(p)[1];
+            } else {
+                *reinterpret_cast<uint4*>(r.e) = *reinterpret_cast<const uint4*>(p);
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) r.e[i] = i < avail ? p[i] : T{};
+        }
+    }
+
+    /// Eight adjacent values into a row of X from column col (dst = &row[col]), stopping at lim:
+    /// one 16-byte store (two for fp32) where the address and lim allow.
+    __device__ static void store8v(X* dst, const float (&v)[8], std::int64_t col, std::int64_t lim) {
+        const std::int64_t avail = lim - col;
+        if (avail >= 8 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0) {
+            alignas(16) float t[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) t[i] = v[i];
+            store8(dst, t);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+                if (i < avail) dst[i] = from_float<X>(v[i]);
+        }
+    }
+
+    /// What one thread loads a slice ahead for one task: 8 columns of one row of x (k or v), and
+    /// for the gated pass g there (kg's g of the chunk's last row and qg's q are read when the
+    /// slice is staged: more registers held across the products spill).
+    template <bool Gated>
+    struct wy_task {
+        raw8<X> x;
+        raw8<float> g;
+    };
+
+    static constexpr int wy_tasks = (BT * (traits::wy_cols / 8) + threads - 1) / threads;  // per thread and slice
+
+    /// Issues the loads of this thread's tasks of slice c0 (rows past n or columns past width: 0).
+    template <bool Gated>
+    __device__ void wy_load(wy_task<Gated> (&tk)[wy_tasks], const X* x, const axis_strides& xs, std::int64_t x_head, std::int64_t width,
+                            std::int64_t c0) const {
+        constexpr int CPR = traits::wy_cols / 8;
+        const int n = static_cast<int>(c.n);
+        const X* x0 = x + xs.at(c.b, token(0), x_head);  // row r: x0 + r xs.t (a chunk's rows are consecutive tokens)
+        const float* g0 = P.g + P.g_s.at(c.b, token(0), hv);
+#pragma unroll
+        for (int i = 0; i < wy_tasks; ++i) {
+            const int task = tid + i * threads, r = task / CPR;
+            const std::int64_t col = c0 + (task % CPR) * 8;
+            const bool ok = r < BT && r < n && col < width;
+            const std::int64_t rr = ok ? r : 0;
+            load_raw8(x0 + rr * xs.t + col, col, ok ? width : col, tk[i].x);
+            if constexpr (Gated) load_raw8(g0 + rr * P.g_s.t + col, col, ok ? width : col, tk[i].g);
+        }
+    }
+
+    /// Turns this thread's loaded tasks of slice c0 into beta x (2^g) rows of buf (fp32, pitch
+    /// wy_ld; rows past n are 0), and stores kg / qg of the gated pass.
+    template <bool Gated>
+    __device__ void wy_stage(const wy_task<Gated> (&tk)[wy_tasks], float* buf, std::int64_t width, std::int64_t c0) const {
+        constexpr int CPR = traits::wy_cols / 8, LD = traits::wy_ld;
+        const wy_params<X>& wy = kp.wy;
+        const int n = static_cast<int>(c.n);
+#pragma unroll
+        for (int i = 0; i < wy_tasks; ++i) {
+            const int task = tid + i * threads, r = task / CPR, cc = (task % CPR) * 8;
+            if (r >= BT) break;
+            const std::int64_t col = c0 + cc;
+            const bool ok = r < n && col < width;
+            const float b = s_beta()[r];  // 0 past the chunk's end
+            float xb[8];
+            if constexpr (Gated) {
+                float eg[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    eg[e] = fast_exp2(tk[i].g.e[e]);
+                    xb[e] = mma::prepare(to_float(tk[i].x.e[e]) * b * eg[e]);
+                }
+                if (ok && wy.qg != nullptr) {
+                    raw8<X> q;
+                    load_raw8(P.q + P.q_s.at(c.b, token(r), h) + col, col, width, q);
+                    float v[8];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) v[e] = to_float(q.e[e]) * eg[e];
+                    store8v(wy.qg + wy.qg_s.at(c.b, token(r), hv) + col, v, col, width);
+                }
+                if (ok && wy.kg != nullptr) {
+                    raw8<float> gn;
+                    load_raw8(P.g + P.g_s.at(c.b, token(n - 1), hv) + col, col, width, gn);
+                    float v[8];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) v[e] = to_float(tk[i].x.e[e]) * fast_exp2(gn.e[e] - tk[i].g.e[e]);
+                    store8v(wy.kg + wy.kg_s.at(c.b, token(r), hv) + col, v, col, width);
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) xb[e] = mma::prepare(to_float(tk[i].x.e[e]) * b);
+            }
+            float* d = buf + r * LD + cc;
+            *reinterpret_cast<float4*>(d) = make_float4(xb[0], xb[1], xb[2], xb[3]);
+            *reinterpret_cast<float4*>(d + 4) = make_float4(xb[4], xb[5], xb[6], xb[7]);
+        }
+    }
+
+    /// Columns 8 warp .. + 7 of slice c0 of Ai times the staged slice (the lower block triangle,
+    /// Ai_ij B_j for i >= j, on tensor cores), stored from the accumulators: rows < n, columns <
+    /// width, two adjacent columns per store where aligned.
+    __device__ void wy_products(const float* buf, X* out, const axis_strides& os, std::int64_t width, std::int64_t c0) const {
+        constexpr int LD = traits::wy_ld;
+        const int nt = warp;  // traits: warps * 8 == wy_cols
+        float acc[NC][4] = {};
+#pragma unroll
+        for (int sj = 0; sj < NC; ++sj) {
+            if (sj >= NS) break;
+#pragma unroll
+            for (int kk = 0; kk < BC; kk += 8) {
+                const float* bk = buf + (sj * BC + kk + tig) * LD + nt * 8 + gid;
+                const typename mma::b_frag b = mma::make_b_prepared(bk[0], bk[4 * LD]);
+#pragma unroll
+                for (int si = sj; si < NC; ++si) {
+                    if (si >= NS) break;
+                    const float4 a = ai_frags()[((si * (si + 1) / 2 + sj) * 2 + kk / 8) * 32 + lane];
+                    mma::mma(acc[si], mma::make_a_prepared(a.x, a.y, a.z, a.w), b);
+                }
+            }
+        }
+        const int n = static_cast<int>(c.n);
+        const std::int64_t col = c0 + nt * 8 + 2 * tig;
+        if (col >= width) return;
+        const bool two = col + 1 < width;
+        X* const o0 = out + os.at(c.b, token(0), hv) + col;  // row r: o0 + r os.t
+        const bool vec = reinterpret_cast<std::uintptr_t>(o0) % (2 * sizeof(X)) == 0 && os.t % 2 == 0;
+#pragma unroll
+        for (int si = 0; si < NC; ++si) {
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = si * BC + gid + 8 * hh;
+                if (r >= n) continue;
+                X* dst = o0 + r * os.t;
+                if (two)
+                    store_pair(dst, acc[si][2 * hh], acc[si][2 * hh + 1], vec);
+                else
+                    dst[0] = from_float<X>(acc[si][2 * hh]);
+            }
+        }
+    }
+
+    /// One pass over [0, width) of w (Gated: x = k, also kg and qg) or u (x = v), in slices of
+    /// wy_cols columns through two buffers: the loads of slice s + 1 are in flight while slice s
+    /// is multiplied and stored; one barrier per slice.
+    template <bool Gated>
+    __device__ void wy_pass(const X* x, const axis_strides& xs, std::int64_t x_head, std::int64_t width, X* out, const axis_strides& os) const {
+        constexpr int C = traits::wy_cols;
+        wy_task<Gated> tk[wy_tasks];
+        wy_load<Gated>(tk, x, xs, x_head, width, 0);
+        __syncthreads();  // the buffers' last readers (phase 5's stores, or the previous pass) are done
+        for (std::int64_t c0 = 0, s = 0; c0 < width; c0 += C, ++s) {
+            float* buf = s_wy() + (s & 1) * traits::wy_floats;
+            wy_stage<Gated>(tk, buf, width, c0);
+            __syncthreads();  // buf is staged; the other buffer's readers (slice s - 1) are done
+            if (c0 + C < width) wy_load<Gated>(tk, x, xs, x_head, width, c0 + C);
+            if (out != nullptr) wy_products(buf, out, os, width, c0);  // block-uniform
+        }
+    }
+
+    /// Ai's blocks (si >= sj) as prepared A fragments, after prepare_ai_frags: float4 [(pair, k8 half),
+    /// lane], pair = si (si + 1) / 2 + sj; one 16-byte load per fragment. They take the bytes of
+    /// the Ai tiles (NC (NC + 1) / 2 tiles of 320 floats hold 256 each).
+    __device__ const float4* ai_frags() const { return reinterpret_cast<const float4*>(tiles() + traits::off_ai); }
+
+    /// Rewrites the Ai tiles as ai_frags: each warp reads its fragments into registers, a barrier,
+    /// then writes them (the slices' barriers order the writes before their readers).
+    __device__ void prepare_ai_frags() const {
+        constexpr int FR = NC * (NC + 1), PER = (FR + warps - 1) / warps;  // fragments: pairs x two k8 halves
+        float4 f[PER];
+        __syncthreads();  // phase 5's stores have read the tiles
+        static_assert(NC <= 4, "prepare_ai_frags maps pairs to blocks for up to four sub-chunks.");
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int fr = warp + i * warps;
+            const int p = fr / 2, kk = (fr % 2) * 8;
+            const int si = p >= 6 ? 3 : p >= 3 ? 2 : p >= 1 ? 1 : 0, sj = p - si * (si + 1) / 2;
+            const float* a = s_ai(si, sj) + gid * t_ld + kk + tig;
+            f[i] = fr < FR ? make_float4(mma::prepare(a[0]), mma::prepare(a[8 * t_ld]), mma::prepare(a[4]), mma::prepare(a[8 * t_ld + 4]))
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        __syncthreads();
+        float4* dst = reinterpret_cast<float4*>(tiles() + traits::off_ai);
+#pragma unroll
+        for (int i = 0; i < PER; ++i) {
+            const int fr = warp + i * warps;
+            if (fr < FR) dst[fr * 32 + lane] = f[i];
+        }
+    }
+
+    __device__ void wy_outputs() const {
+        const wy_params<X>& wy = kp.wy;
+        prepare_ai_frags();
+        if (wy.w != nullptr || wy.kg != nullptr || wy.qg != nullptr) wy_pass<true>(P.k, P.k_s, h, P.K, wy.w, wy.w_s);
+        if (wy.u != nullptr) wy_pass<false>(wy.v, wy.v_s, hv, wy.V, wy.u, wy.u_s);
+    }
+
     __device__ void run(pipe_state& ps) {
         prefetch();
         if (Step::diagonal_blocks || NS > 1) {
@@ -1021,6 +1249,7 @@ struct chunk_item {
         __syncthreads();
         merge();
         store_outputs();
+        if constexpr (Step::wy) wy_outputs();
     }
 };
 

@@ -5,7 +5,8 @@
 //   inter_solve_step   reads Akkd; writes Aqk's off-diagonal blocks and Akk
 //                      (kda::inter_solve, and the second kernel of the two-kernel intra stage);
 //   fused_intra_step   computes the diagonal blocks too, so it reads only q, k, g and beta and
-//                      writes Aqk's whole causal lower triangle and Akk (kda::chunk_kda_intra).
+//                      writes Aqk's whole causal lower triangle and Akk (kda::chunk_kda_intra);
+//   fused_intra_wy_step  the same plus phase 6, the WY outputs w, u, kg, qg (kernel_params::wy).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a plain struct: nothing of the driver API is called here)
@@ -23,11 +24,18 @@ struct inter_solve_step {
     static constexpr tuning::kernel_step id = tuning::kernel_step::inter_solve;
     static constexpr bool diagonal_blocks = false;  // phase 1 computes the off-diagonal blocks only
     static constexpr bool reads_akkd = true;        // phase 3 inverts Akkd's blocks
+    static constexpr bool wy = false;               // no phase 6
 };
 struct fused_intra_step {
     static constexpr tuning::kernel_step id = tuning::kernel_step::fused_intra;
     static constexpr bool diagonal_blocks = true;  // phase 1 computes the diagonal blocks too (L_ss, Aqk_ss)
     static constexpr bool reads_akkd = false;
+    static constexpr bool wy = false;
+};
+/// The fused step with phase 6, the WY outputs (kernel_params::wy): its own instantiation, so that
+/// the kernel without them keeps its code (the same tuning row as fused_intra_step).
+struct fused_intra_wy_step : fused_intra_step {
+    static constexpr bool wy = true;
 };
 
 /// Tensor maps of the tensor copy engine (sm_90): boxes of [BT rows, BK columns] of q, k, g and
@@ -50,6 +58,7 @@ struct kernel_params {
     bool pair_out = false;  // Aqk and Akk take stores of two adjacent elements (2 sizeof(X) aligned)
     bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
     bool vec_akkd = false;  // Akkd rows may be copied as 16-byte vectors
+    wy_params<X> wy{};      // the intra stage's optional WY outputs (phase 6); none by default
 };
 /// The fused intra stage's factorisation bound (log2): a sub-chunk whose gates stay within
 /// intra_factor_bound of its first and last rows (|g - gn_m| and |gl_m - g| on every valid row
@@ -102,7 +111,17 @@ struct kernel_traits {
     static constexpr int off_aoff = off_ai + NC * tile_floats;    // NPAIR merged blocks Ai_ij
     static constexpr int off_tmp = off_aoff + NPAIR * tile_floats; // one scratch tile per warp
     static constexpr int tiles_bytes = (off_tmp + warps * tile_floats) * 4;
-    static constexpr int union_bytes = round_up(phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes, 128);
+    // phase 6 (WY outputs, fused_intra_wy_step only): two staged slices [BT, wy_ld] fp32 beside the Ai
+    // tiles, in the bytes of the Aqk and L tiles (stored by then) where they are enough, else past
+    // the tiles
+    static constexpr int wy_cols = 32;
+    static constexpr int wy_ld = wy_cols + 8;  // B-operand loads by (k row tig, column gid) hit 32 banks
+    static constexpr int wy_floats = BT * wy_ld;
+    static constexpr int wy_bytes = 2 * wy_floats * 4;
+    static constexpr int off_wy_bytes = off_ai * 4 >= wy_bytes ? 0 : tiles_bytes;
+    static constexpr int wy_end = Step::wy ? off_wy_bytes + wy_bytes : 0;
+    static constexpr int union_floor = phase1_bytes > tiles_bytes ? phase1_bytes : tiles_bytes;
+    static constexpr int union_bytes = round_up(union_floor > wy_end ? union_floor : wy_end, 128);
     static constexpr int off_beta_bytes = union_bytes;                     // beta of the chunk's rows [BT] fp32
     static constexpr int off_flags_bytes = off_beta_bytes + BT * 4;        // one word: sub-chunks past the bound (fused intra)
     static constexpr int off_akkd_bytes = round_up(off_flags_bytes + 16, 128);  // Akkd of the chunk's rows [BT, BC] fp32 (inter-solve)
@@ -121,6 +140,9 @@ struct kernel_traits {
     static_assert((t_ld * 4) % 16 == 0 && (off_ai * 4) % 16 == 0 && (tile_floats * 4) % 16 == 0, "Tile rows must be 16-byte aligned (float4 row loads).");
     static_assert((stages * staging_bytes) % 16 == 0, "The built operands must start 16-byte aligned.");
     static_assert(NC <= 8, "The flag word holds one bit per sub-chunk.");
+    static_assert(warps * 8 == wy_cols, "Phase 6 gives each warp 8 columns of a 32-column slice.");
+    static_assert(NC * (NC + 1) / 2 * 2 * 32 * 4 <= (NC + NPAIR) * tile_floats, "Phase 6's A fragments fit in the Ai tiles.");
+    static_assert(off_wy_bytes >= tiles_bytes || off_wy_bytes + wy_bytes <= off_ai * 4, "Phase 6's buffers stay clear of the Ai tiles.");
 };
 
 /// Per-block copy-pipeline state, kept across the work items of a block: the parity each mbarrier

@@ -388,6 +388,76 @@ inline result intra(const intra_problem& p, const intra_args& a) {
     return r;
 }
 
+/// Float64 WY outputs of the whole intra stage (kda/intra.hpp): w, kg, qg [B, T, HV, K] and u
+/// [B, T, HV, V] (V = 0: none), flat; `row_written` [B, T] marks the tokens inside a sequence,
+/// whose rows are written in full.
+struct wy_result {
+    std::int64_t B = 0, T = 0, HV = 0, K = 0, V = 0;
+    std::vector<double> w, u, kg, qg;
+    std::vector<std::uint8_t> row_written;
+};
+
+/// The WY outputs in float64 from the exact inverse (I + L)^-1 of each chunk: w = A (beta k 2^g),
+/// u = A (beta v) (when `a.v` is given), kg = k 2^(g_last - g), qg = q 2^g. Outputs in `a` are not
+/// touched.
+inline wy_result intra_wy(const intra_problem& p, const intra_args& a) {
+    const inter_solve_args ia = kda::detail::as_inter_solve(a);
+    wy_result r;
+    r.B = p.B;
+    r.T = p.T;
+    r.HV = p.HV;
+    r.K = p.K;
+    const bool has_v = !a.v.empty_view();
+    r.V = has_v ? p.V : 0;
+    const std::int64_t G = p.HV / p.H, K = p.K, V = r.V;
+    r.w.assign(static_cast<std::size_t>(p.B * p.T * p.HV * K), 0.0);
+    r.kg = r.w;
+    r.qg = r.w;
+    r.u.assign(static_cast<std::size_t>(p.B * p.T * p.HV * V), 0.0);
+    r.row_written.assign(static_cast<std::size_t>(p.B * p.T), 0);
+    auto exp2 = [](double x) { return std::exp2(x); };
+    for (const auto& sq : sequences(p, ia)) {
+        for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
+            const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
+            for (std::int64_t i = 0; i < n; ++i) r.row_written[static_cast<std::size_t>(sq.b * p.T + c0 + i)] = 1;
+            for (std::int64_t hv = 0; hv < p.HV; ++hv) {
+                detail::mat q(n, K), k(n, K), g(n, K), v(n, V), beta(n, 1);
+                for (std::int64_t i = 0; i < n; ++i) {
+                    beta(i, 0) = read(a.beta, sq.b, c0 + i, hv);
+                    for (std::int64_t kk = 0; kk < K; ++kk) {
+                        q(i, kk) = read(a.q, sq.b, c0 + i, hv / G, kk);
+                        k(i, kk) = read(a.k, sq.b, c0 + i, hv / G, kk);
+                        g(i, kk) = read(a.g, sq.b, c0 + i, hv, kk);
+                    }
+                    for (std::int64_t vv = 0; vv < V; ++vv) v(i, vv) = read(a.v, sq.b, c0 + i, hv, vv);
+                }
+                detail::mat M = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
+                for (std::int64_t i = 0; i < n; ++i) M.row(i) *= beta(i, 0);
+                M.diagonal().setOnes();
+                const detail::mat Ainv = M.triangularView<Eigen::UnitLower>().solve(detail::mat::Identity(n, n));
+                const detail::mat eg = g.unaryExpr(exp2);
+                detail::mat kb = k.cwiseProduct(eg);
+                for (std::int64_t i = 0; i < n; ++i) kb.row(i) *= beta(i, 0);
+                const detail::mat w = Ainv * kb;
+                detail::mat vb = v;
+                for (std::int64_t i = 0; i < n; ++i) vb.row(i) *= beta(i, 0);
+                const detail::mat u = Ainv * vb;
+                for (std::int64_t i = 0; i < n; ++i) {
+                    const std::int64_t row = (sq.b * p.T + c0 + i) * p.HV + hv;
+                    for (std::int64_t kk = 0; kk < K; ++kk) {
+                        const auto e = static_cast<std::size_t>(row * K + kk);
+                        r.w[e] = w(i, kk);
+                        r.kg[e] = k(i, kk) * std::exp2(g(n - 1, kk) - g(i, kk));
+                        r.qg[e] = q(i, kk) * eg(i, kk);
+                    }
+                    for (std::int64_t vv = 0; vv < V; ++vv) r.u[static_cast<std::size_t>(row * V + vv)] = u(i, vv);
+                }
+            }
+        }
+    }
+    return r;
+}
+
 /// Float64 outputs of the diagonal-block producer and the masks of the entries it writes:
 /// Aqk [B, T, HV, BT] (the diagonal blocks, j < n) and Akkd [B, T, HV, BC] (all BC entries of every
 /// row inside a sequence).
