@@ -19,6 +19,13 @@ Writes DIR/compare.json and, when matplotlib is present, DIR/compare.png.
 sub-chunk kernel) plus its inter-solve kernel against kda's chunk_kda_intra (the fused kernel) and
 kda's two-kernel path (producer + inter-solve, cuda_backend::fuse_intra = false), on the first five
 shapes; both kda paths are checked against FLA and against each other (DIR/compare_intra.json).
+
+--stage dispatch times FLA's whole dispatch point chunk_kda_fwd_intra (q, k, v, g, beta -> w, u,
+kg, Aqk, Akk; K = V) three ways: FLA alone (Triton), kda's fused kernel followed by FLA's
+recompute_w_u_fwd (what `import kda.fla` runs), and kda's fused kernel forming w, u and kg itself
+(chunk_kda_intra's WY outputs, one kernel); the one-kernel outputs are checked against both
+(DIR/compare_dispatch.json). Traffic: q, k, v, g, beta read once, Aqk, Akk (lower block
+triangles), w, u, kg written once.
 """
 import argparse, ctypes, datetime, json, math, os, platform, subprocess, sys
 
@@ -117,11 +124,18 @@ def written_masks(pos, T, cu):
 FLAG_TWO_KERNELS, FLAG_NO_TMA = 1, 2  # kda_capi_call.flags (bench/kda_capi.h)
 
 
+class Wy(ctypes.Structure):  # mirrors kda_capi_wy in bench/kda_capi.h
+    _fields_ = [("V", ctypes.c_int64), ("v", ctypes.c_void_p), ("w", ctypes.c_void_p), ("u", ctypes.c_void_p), ("kg", ctypes.c_void_p),
+                ("qg", ctypes.c_void_p)]
+
+
 def load_capi(path):
     """kda_capi (bench/kda_capi.cu) with the argument types of its two entry points."""
     lib = ctypes.CDLL(os.path.abspath(path))
     for fn in (lib.kda_capi_inter_solve, lib.kda_capi_intra):
         fn.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p, ctypes.c_int]
+    if hasattr(lib, "kda_capi_intra_wy"):
+        lib.kda_capi_intra_wy.argtypes = [ctypes.POINTER(Call), ctypes.POINTER(Wy), ctypes.c_char_p, ctypes.c_int]
     return lib
 
 
@@ -145,6 +159,7 @@ def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk
         if fn(ctypes.byref(calls[tf32]), err, 512) != 0:
             raise RuntimeError(err.value.decode())
     run.keep = keep
+    run.calls = calls
     return run
 
 
@@ -186,9 +201,9 @@ def main():
     ap.add_argument("--k-sweep", default="", metavar="K,K,...",
                     help="the table (either stage) on B8 T4096 H32 bf16 at each of these K instead of the shape list")
     ap.add_argument("--flags", type=int, default=0, help="kda_capi_call.flags for kda's runs of the inter-solve table (2: no tensor copies)")
-    ap.add_argument("--stage", choices=["inter-solve", "intra"], default="inter-solve",
+    ap.add_argument("--stage", choices=["inter-solve", "intra", "dispatch"], default="inter-solve",
                     help="inter-solve: the step alone; intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
-                         "producer + inter-solve kernels")
+                         "producer + inter-solve kernels; dispatch: FLA's chunk_kda_fwd_intra (w, u, kg too) three ways")
     a = ap.parse_args()
     import triton
     import fla
@@ -214,22 +229,13 @@ def main():
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     if a.stage == "intra":
         return main_intra(a, lib, copy_tbps, flush, dev, fla_kernel, prepare_chunk_indices)
+    if a.stage == "dispatch":
+        return main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices)
     hdr = f"| {'shape':24s} | {'mode':8s} | FLA ms | kda tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | fp32/tf32 | FLA TB/s | rel-RMS Aqk / Akk vs FLA |"
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|", flush=True)
     rows = []
-    shapes = k_sweep_shapes(a.k_sweep) if a.k_sweep else SHAPES
-    for (name, B, T, H, HV, K, dt, lens, graph) in shapes:
-        if a.only and a.only not in name:
-            continue
-        if lens == "short":
-            lens = short_seqs()
-        cu = None
-        if lens is not None:
-            cu = [0]
-            for l in lens:
-                cu.append(cu[-1] + l)
-            T = cu[-1]
+    for (name, B, T, H, HV, K, dt, cu, graph) in resolve_shapes(a, SHAPES):
         es = 2 if dt != torch.float32 else 4
         tb = traffic(B, T, H, HV, K, es)
         for safe in (False, True):
@@ -302,6 +308,23 @@ def main():
         print("# no matplotlib:", e)
 
 
+def resolve_shapes(a, shapes):
+    """The shapes a run times (--k-sweep instead of `shapes`, --only), each as (name, B, T, H, HV, K,
+    dtype, cu_seqlens as a list or None, graph), T the total length for varlen."""
+    for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else shapes):
+        if a.only and a.only not in name:
+            continue
+        if lens == "short":
+            lens = short_seqs()
+        cu = None
+        if lens is not None:
+            cu = [0]
+            for n in lens:
+                cu.append(cu[-1] + n)
+            T = cu[-1]
+        yield name, B, T, H, HV, K, dt, cu, graph
+
+
 def k_sweep_shapes(spec):
     """--k-sweep: B8 T4096 H32 bf16 at each K of the comma-separated list."""
     return [(f"B8 T4096 H32 K{k}", 8, 4096, 32, 32, int(k), torch.bfloat16, None, False) for k in spec.split(",")]
@@ -323,15 +346,7 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
     from fla.ops.utils.constant import RCP_LN2 as FLA_RCP_LN2
     from fla.utils import IS_GATHER_SUPPORTED
     rows = []
-    for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else INTRA_SHAPES):
-        if a.only and a.only not in name:
-            continue
-        cu = None
-        if lens is not None:
-            cu = [0]
-            for l in lens:
-                cu.append(cu[-1] + l)
-            T = cu[-1]
+    for (name, B, T, H, HV, K, dt, cu, graph) in resolve_shapes(a, INTRA_SHAPES):
         es = 2 if dt != torch.float32 else 4
         tb = intra_traffic(B, T, H, HV, K, es)
         for safe in (False, True):
@@ -394,6 +409,83 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
               f"{r['relrms_two_kernels_aqk']:.1e} / {r['relrms_two_kernels_akk']:.1e} |")
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "compare_intra.json"), "w") as f:
+        json.dump(dict(gpu=dev, torch=torch.__version__, copy_tbps=copy_tbps, rows=rows), f, indent=1)
+
+
+DISPATCH_SHAPES = [s for s in SHAPES if s[0] in ("B8 T4096 H32", "B1 T8192 H96", "B8 T4096 H32 K64", "varlen 6 seqs H64", "B1 T1024 H32 (graph)")]
+
+
+def main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices):
+    from fla.ops.kda.chunk_intra import chunk_kda_fwd_intra as fla_dispatch
+    from fla.ops.kda.wy_fast import recompute_w_u_fwd as fla_recompute
+    rows = []
+    hdr = (f"| {'shape':24s} | {'mode':8s} | FLA ms | kda + FLA recompute ms | kda one kernel ms | one kernel / FLA | one kernel / kda + recompute | "
+           f"one kernel TB/s | % copy | rel-RMS w / u / kg vs kda + recompute | vs FLA |")
+    print(hdr)
+    print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|", flush=True)
+    for (name, B, T, H, HV, K, dt, cu, graph) in resolve_shapes(a, DISPATCH_SHAPES):
+        V = K
+        es = 2 if dt != torch.float32 else 4
+        tb = intra_traffic(B, T, H, HV, K, es) + B * T * HV * (V * es + 3 * K * es)  # + v read, w, u, kg written
+        for safe in (False, True):
+            q, k, g, beta, _, pos = make_inputs(B, T, H, HV, K, dt, cu, safe)
+            v = torch.randn(B, T, HV, V, device="cuda", dtype=dt)
+            scale = K ** -0.5
+            cu_t = torch.tensor(cu, dtype=torch.int64, device="cuda") if cu is not None else None
+            ci = prepare_chunk_indices(cu_t, BT) if cu is not None else None
+            out_f = {}
+
+            def run_fla():
+                w, u, _, kg, Aqk, Akk = fla_dispatch(q=q, k=k, v=v, gk=g, beta=beta, scale=scale, cu_seqlens=cu_t, chunk_size=BT,
+                                                     chunk_indices=ci, safe_gate=safe)
+                out_f.update(w=w, u=u, kg=kg)
+            run_fla()  # autotune
+            Aqk_k = torch.zeros(B, T, HV, BT, device="cuda", dtype=dt)
+            Akk_k = torch.zeros_like(Aqk_k)
+            ws = torch.empty(B, T, HV, BC, device="cuda", dtype=torch.float32)
+            run_kda = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_k, Akk_k)
+            out_r = {}
+
+            def run_kda_recompute():
+                run_kda(1)
+                w, u, _, kg = fla_recompute(k=k, v=v, beta=beta, A=Akk_k, gk=g, q=None, cu_seqlens=cu_t, chunk_indices=ci)
+                out_r.update(w=w, u=u, kg=kg)
+            run_kda_recompute()
+            Aqk_1, Akk_1 = torch.zeros_like(Aqk_k), torch.zeros_like(Akk_k)
+            w1, kg1 = torch.empty(B, T, HV, K, device="cuda", dtype=dt), torch.empty(B, T, HV, K, device="cuda", dtype=dt)
+            u1 = torch.empty(B, T, HV, V, device="cuda", dtype=dt)
+            run_one = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_1, Akk_1)
+            wy = Wy(V=V, v=v.data_ptr(), w=w1.data_ptr(), u=u1.data_ptr(), kg=kg1.data_ptr(), qg=None)
+            call = run_one.calls[1]
+            err = ctypes.create_string_buffer(512)
+
+            def run_kda_one():
+                call.stream = torch.cuda.current_stream().cuda_stream
+                if lib.kda_capi_intra_wy(ctypes.byref(call), ctypes.byref(wy), err, 512) != 0:
+                    raise RuntimeError(err.value.decode())
+            run_kda_one()
+            torch.cuda.synchronize()
+            valid = (torch.ones(T, dtype=torch.bool, device="cuda") if cu is None else pos >= 0).view(1, T, 1, 1)
+            rel = lambda x, y: (torch.linalg.vector_norm((x.float() - y.float()) * valid) / max(torch.linalg.vector_norm(y.float() * valid).item(), 1e-30)).item()
+            d_r = [rel(t, out_r[n]) for n, t in (("w", w1), ("u", u1), ("kg", kg1))]
+            d_f = [rel(t, out_f[n]) for n, t in (("w", w1), ("u", u1), ("kg", kg1))]
+            same_a = bool(torch.equal(Aqk_1, Aqk_k)) and bool(torch.equal(Akk_1, Akk_k))
+            t_fla = time_it(run_fla, flush, a.reps, graph)
+            t_rec = time_it(run_kda_recompute, flush, a.reps, graph)
+            t_one = time_it(run_kda_one, flush, a.reps, graph)
+            r = dict(shape=name, mode="safe" if safe else "not safe", fla_ms=t_fla, kda_recompute_ms=t_rec, kda_one_ms=t_one,
+                     speedup_fla=t_fla / t_one, speedup_recompute=t_rec / t_one, one_tbps=tb / (t_one * 1e-3) / 1e12, copy_tbps=copy_tbps,
+                     traffic_mb=tb / 1e6, relrms_vs_recompute=d_r, relrms_vs_fla=d_f, aqk_akk_same_bits=same_a)
+            r["pct_copy"] = 100 * r["one_tbps"] / copy_tbps
+            rows.append(r)
+            print(f"| {name:24s} | {r['mode']:8s} | {t_fla:6.3f} | {t_rec:22.3f} | {t_one:17.3f} | {r['speedup_fla']:15.2f}x | "
+                  f"{r['speedup_recompute']:27.2f}x | {r['one_tbps']:15.2f} | {r['pct_copy']:5.1f}% | "
+                  f"{' / '.join(f'{x:.1e}' for x in d_r)}{'' if same_a else ' (Aqk/Akk DIFFER)'} | {' / '.join(f'{x:.1e}' for x in d_f)} |", flush=True)
+            del q, k, g, beta, v, Aqk_k, Akk_k, Aqk_1, Akk_1, w1, u1, kg1, ws
+            out_f.clear(); out_r.clear()
+            torch.cuda.empty_cache()
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "compare_dispatch.json"), "w") as f:
         json.dump(dict(gpu=dev, torch=torch.__version__, copy_tbps=copy_tbps, rows=rows), f, indent=1)
 
 

@@ -90,15 +90,40 @@ extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errle
     });
 }
 
+namespace {
+kda::intra_args intra_args_of(const lowered& l) {
+    kda::intra_args ia;
+    ia.q = l.a.q, ia.k = l.a.k, ia.g = l.a.g, ia.beta = l.a.beta;
+    ia.Aqk = l.a.Aqk, ia.Akk = l.a.Akk;
+    ia.Akkd = kda::mutable_tensor_ref{const_cast<void*>(l.a.Akkd.data), l.a.Akkd.type, 4, l.a.Akkd.shape, l.a.Akkd.stride};
+    ia.cu_seqlens = l.a.cu_seqlens, ia.cu_seqlens_host = l.a.cu_seqlens_host;
+    ia.chunk_indices = l.a.chunk_indices, ia.chunk_indices_host = l.a.chunk_indices_host;
+    return ia;
+}
+}  // namespace
+
 extern "C" int kda_capi_intra(const kda_capi_call* c, char* err, int errlen) {
+    return guarded(c, err, errlen, [&](const lowered& l) { kda::chunk_kda_intra(backend_of(c), l.p, intra_args_of(l)); });
+}
+
+extern "C" int kda_capi_intra_wy(const kda_capi_call* c, const kda_capi_wy* wy, char* err, int errlen) {
     return guarded(c, err, errlen, [&](const lowered& l) {
-        kda::intra_args ia;
-        ia.q = l.a.q, ia.k = l.a.k, ia.g = l.a.g, ia.beta = l.a.beta;
-        ia.Aqk = l.a.Aqk, ia.Akk = l.a.Akk;
-        ia.Akkd = kda::mutable_tensor_ref{const_cast<void*>(l.a.Akkd.data), l.a.Akkd.type, 4, l.a.Akkd.shape, l.a.Akkd.stride};
-        ia.cu_seqlens = l.a.cu_seqlens, ia.cu_seqlens_host = l.a.cu_seqlens_host;
-        ia.chunk_indices = l.a.chunk_indices, ia.chunk_indices_host = l.a.chunk_indices_host;
-        kda::chunk_kda_intra(backend_of(c), l.p, ia);
+        kda::intra_args ia = intra_args_of(l);
+        kda::intra_problem p = l.p;
+        const kda::dtype X = l.a.q.type;
+        const std::int64_t B = p.B, T = p.T, HV = p.HV, K = p.K, V = wy->V;
+        auto out = [&](void* ptr, std::int64_t d) {
+            return ptr == nullptr ? kda::mutable_tensor_ref{} : kda::mutable_tensor_ref{ptr, X, 4, {B, T, HV, d}, kda::contiguous_strides({B, T, HV, d}, 4)};
+        };
+        if (wy->v != nullptr) {
+            p.V = V;
+            ia.v = kda::tensor_ref{wy->v, X, 4, {B, T, HV, V}, kda::contiguous_strides({B, T, HV, V}, 4)};
+        }
+        ia.w = out(wy->w, K);
+        ia.u = out(wy->u, V);
+        ia.kg = out(wy->kg, K);
+        ia.qg = out(wy->qg, K);
+        kda::chunk_kda_intra(backend_of(c), p, ia);
     });
 }
 

@@ -23,6 +23,15 @@ int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen);
 /* kda::chunk_kda_intra on the same fields: q, k, g, beta in; Aqk, Akk out; Akkd is the fp32
    workspace [B, T, HV, 16] (written by the two-kernel path only). */
 int kda_capi_intra(const kda_capi_call* c, char* err, int errlen);
+/* The WY outputs of chunk_kda_intra (contiguous, c's dtype; null: not requested): v in and u out
+   [B, T, HV, V], w, kg, qg out [B, T, HV, K]. */
+typedef struct kda_capi_wy {
+    int64_t V;
+    const void* v;
+    void *w, *u, *kg, *qg;
+} kda_capi_wy;
+/* kda_capi_intra with the WY outputs (the fused kernel only). */
+int kda_capi_intra_wy(const kda_capi_call* c, const kda_capi_wy* wy, char* err, int errlen);
 #ifdef __cplusplus
 }
 #endif

@@ -6,7 +6,7 @@
 # (bench/README.md): .dev/ holds kda_bench_cuda_<variant> binaries, libkda_capi.so,
 # lib/libbenchmark.so.1debian, and optionally kda_test_cuda + 02_cuda_minimal; .whl/ holds FLA's
 # wheels for the compare steps.
-#   STEPS="bench compare compare-intra ncu profile suite cpu" VARIANTS="cur old" FILTER=REGEX bash bench/run_device_bench.sh
+#   STEPS="bench compare compare-intra compare-dispatch ncu profile suite cpu" VARIANTS="cur old" FILTER=REGEX bash bench/run_device_bench.sh
 # Logs: $OUT/results.tgz (bench_<variant>.txt, compare.txt/.json/.png, ncu.txt, suite.txt, the
 # suite's logs.tgz, bench_cpu_scaling.txt), plus compare.txt and compare.png beside it ($OUT takes
 # few files).
@@ -30,6 +30,9 @@ for step in $STEPS; do
     compare)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
       PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/compare_fla.py --lib .dev/libkda_capi.so --out $OUT ${COMPARE_ARGS:-} 2>&1 | grep -v Warning | tee $OUT/compare.txt ;;
+    compare-dispatch)
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
+      PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/compare_fla.py --stage dispatch --lib .dev/libkda_capi.so --out $OUT ${COMPARE_ARGS:-} 2>&1 | grep -v Warning | tee $OUT/compare_dispatch.txt ;;
     compare-intra)
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl > /dev/null 2>&1
       PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 bench/compare_fla.py --stage intra --lib .dev/libkda_capi.so --out $OUT ${COMPARE_ARGS:-} 2>&1 | grep -v Warning | tee $OUT/compare_intra.txt ;;
@@ -97,4 +100,4 @@ for step in $STEPS; do
   echo "== step $step: $(( $(date +%s)-s ))s"
   tar czf $FINAL_OUT/results.tgz -C $OUT .  # after every step, so a run cut short still returns what it did
 done
-for f in compare.txt compare.png compare.json compare_intra.txt compare_intra.json; do if [ -f $OUT/$f ]; then cp $OUT/$f $FINAL_OUT/; fi; done
+for f in compare.txt compare.png compare.json compare_intra.txt compare_intra.json compare_dispatch.txt compare_dispatch.json; do if [ -f $OUT/$f ]; then cp $OUT/$f $FINAL_OUT/; fi; done
