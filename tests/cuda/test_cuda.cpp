@@ -39,14 +39,15 @@ using kda::testing::sentinel;
 /// A problem and its inputs, for the tests below.
 
 /// A spread of shapes: tails, GVA, K not a multiple of the vector width, varlen with and without
-/// chunk_indices (empty and length-1 sequences included; K = 60: 120-byte 16-bit rows), beta in fp32.
+/// chunk_indices (empty and length-1 sequences included; K = 60: 120-byte 16-bit rows), beta in fp32;
+/// K = 255: 16-bit rows aligned to 2 bytes and fp32 rows aligned to 4, over 16 slices of 16.
 std::vector<setup> spread(precision prec) {
     std::vector<setup> out;
     std::uint64_t seed = 300;
     for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
         for (int BT : {32, 64})
             for (bool safe : {false, true}) {
-                for (std::int64_t K : {1, 20, 64, 100, 256}) {
+                for (std::int64_t K : {1, 20, 64, 100, 255, 256}) {
                     setup s;
                     s.p = make_problem(2, 2 * BT + 19, 2, 4, K, BT, safe, prec);
                     s.X = X;
@@ -164,7 +165,7 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
     // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one, 16-byte copies
     // per thread without it. K = 100 rows are 200 bytes and K = 37 rows 74 bytes, which no tensor
     // map describes: per-thread copies of 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16) and
-    // runs from aligned words for K = 37 (g, 148-byte rows: 4 bytes), in both kernels. The
+    // runs from aligned words for K = 37 and 255 (g, 148- and 1020-byte rows: 4 bytes), in both kernels. The
     // inter-solve step's bits equal those of use_tma = false, and those of the same values one
     // element off their alignment (runs from aligned words for q and k) ([intra][tma]: the fused kernel's).
     struct expected {
@@ -172,7 +173,7 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
         int q, g;
     };
     const bool engine = kda::testing::probe::device_has_tensor_copies();
-    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 2, 4}}) {
+    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 2, 4}, expected{255, 2, 4}}) {
         setup s;
         s.p = make_problem(1, 200, 2, 2, e.K, 64, false, precision::tf32);
         s.seed = 5;

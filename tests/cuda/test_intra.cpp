@@ -56,7 +56,7 @@ std::vector<setup> spread() {
         for (int BT : {32, 64})
             for (bool safe : {false, true})
                 for (precision prec : {precision::fp32, precision::tf32}) {
-                    for (std::int64_t K : {16, 37, 80, 100, 128}) {  // 37, 100: 16-bit rows 2- / 8-byte aligned
+                    for (std::int64_t K : {16, 37, 80, 100, 128, 255}) {  // 37, 255 / 100: 16-bit rows 2- / 8-byte aligned
                         setup s;
                         s.p = make_problem(2, 2 * BT + 21, 2, 4, K, BT, safe, prec);
                         s.X = X;
