@@ -15,7 +15,7 @@ endforeach()
 # The intra stage (kda/intra.hpp) on the CPU: chunk_kda_intra, chunk_kda_intra_diag, chunk_local_cumsum.
 add_executable(kda_test_intra_cpu test_intra_cpu.cpp)
 target_link_libraries(kda_test_intra_cpu PRIVATE kda::kda kda::reference kda_catch_main kda_program_flags)
-foreach(part full diag strong-decay cumsum bad-input)
+foreach(part full diag strong-decay cumsum wy bad-input)
   add_test(NAME cpu.intra.${part} COMMAND kda_test_intra_cpu "[cpu][intra][${part}]" ${kda_catch_strict})
 endforeach()
 

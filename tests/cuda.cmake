@@ -31,7 +31,7 @@ set(kda_cuda_parts
   vs-cpu=[vs-cpu] repeat=[repeat] align=[align] policy=[policy]
   device-pointers=[bad-input]~[conformance]~[intra] graph=[graph]~[intra] sanitize=[sanitize]
   intra.grid=[intra][grid] intra.diag=[intra][diag] intra.decay=[intra][decay] intra.cumsum=[intra][cumsum]
-  intra.graph=[intra][graph] intra.bad-input=[intra][bad-input] tma=[tma]~[intra] intra.tma=[intra][tma])
+  intra.graph=[intra][graph] intra.bad-input=[intra][bad-input] intra.wy=[intra][wy] tma=[tma]~[intra] intra.tma=[intra][tma])
 if(kda_cuda_golden)
   list(APPEND kda_cuda_parts golden=[golden])
 endif()
