@@ -347,31 +347,50 @@ inline inputs make_inputs(inter_solve_problem p, dtype X, const generator_option
 // ---------------------------------------------------------------------------------------------
 // The intra stage.
 
+namespace detail {
+/// One (chunk, value head) work item of the intra stage in float64: its n rows of q, k (the value
+/// head's q/k head), g and beta, and I + L (L_ij = beta_i sum_k k_i k_j 2^(g_i - g_j), j < i).
+struct chunk_rows {
+    mat q, k, g, IL;
+    Eigen::VectorXd beta;
+    /// (I + L)^-1.
+    [[nodiscard]] mat inverse() const { return IL.triangularView<Eigen::UnitLower>().solve(mat::Identity(IL.rows(), IL.cols())); }
+};
+
+inline chunk_rows read_chunk(const intra_problem& p, const intra_args& a, std::int64_t b, std::int64_t c0, std::int64_t n, std::int64_t hv) {
+    const std::int64_t G = p.HV / p.H, K = p.K;
+    chunk_rows c{mat(n, K), mat(n, K), mat(n, K), mat(), Eigen::VectorXd(n)};
+    for (std::int64_t i = 0; i < n; ++i) {
+        c.beta(i) = read(a.beta, b, c0 + i, hv);
+        for (std::int64_t kk = 0; kk < K; ++kk) {
+            c.q(i, kk) = read(a.q, b, c0 + i, hv / G, kk);
+            c.k(i, kk) = read(a.k, b, c0 + i, hv / G, kk);
+            c.g(i, kk) = read(a.g, b, c0 + i, hv, kk);
+        }
+    }
+    c.IL = gated_products(c.k, c.k, c.g).triangularView<Eigen::StrictlyLower>();
+    c.IL = c.beta.asDiagonal() * c.IL;
+    c.IL.diagonal().setOnes();
+    return c;
+}
+}  // namespace detail
+
 /// The whole intra stage in float64 (outputs in `a` are not touched): Aqk[t_i, j] = S_qk[i, j] for
 /// j <= i and 0 for j > i, Akk = (I + L)^-1, both written where i / BC >= j / BC and j < n. `IL`
 /// holds I + L. Akkd is not read.
 inline result intra(const intra_problem& p, const intra_args& a) {
     const inter_solve_args ia = kda::detail::as_inter_solve(a);
     result r = detail::empty_result(p);
-    const std::int64_t G = p.HV / p.H, BC = p.BC, K = p.K;
+    const std::int64_t BC = p.BC;
     for (const auto& sq : sequences(p, ia)) {
         for (std::int64_t c0 = sq.begin; c0 < sq.end; c0 += p.BT) {
             const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
             for (std::int64_t i = 0; i < n; ++i) r.chunk_pos[static_cast<std::size_t>(sq.b * p.T + c0 + i)] = static_cast<std::int32_t>(i);
             for (std::int64_t hv = 0; hv < p.HV; ++hv) {
-                detail::mat q(n, K), k(n, K), g(n, K);
-                for (std::int64_t i = 0; i < n; ++i)
-                    for (std::int64_t kk = 0; kk < K; ++kk) {
-                        q(i, kk) = read(a.q, sq.b, c0 + i, hv / G, kk);
-                        k(i, kk) = read(a.k, sq.b, c0 + i, hv / G, kk);
-                        g(i, kk) = read(a.g, sq.b, c0 + i, hv, kk);
-                    }
-                const detail::mat S = p.scale * detail::gated_products(q, k, g);
-                detail::mat M = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
-                for (std::int64_t i = 0; i < n; ++i) M.row(i) *= read(a.beta, sq.b, c0 + i, hv);
-                M.diagonal().setOnes();
-                const detail::mat I = detail::mat::Identity(n, n);
-                const detail::mat Ainv = M.triangularView<Eigen::UnitLower>().solve(I);
+                const detail::chunk_rows c = detail::read_chunk(p, a, sq.b, c0, n, hv);
+                const detail::mat S = p.scale * detail::gated_products(c.q, c.k, c.g);
+                const detail::mat& M = c.IL;
+                const detail::mat Ainv = c.inverse();
                 for (std::int64_t i = 0; i < n; ++i)
                     for (std::int64_t j = 0; j < n; ++j) {
                         const std::int64_t idx = r.index(sq.b, c0 + i, hv, j);
@@ -409,7 +428,7 @@ inline wy_result intra_wy(const intra_problem& p, const intra_args& a) {
     r.K = p.K;
     const bool has_v = !a.v.empty_view();
     r.V = has_v ? p.V : 0;
-    const std::int64_t G = p.HV / p.H, K = p.K, V = r.V;
+    const std::int64_t K = p.K, V = r.V;
     r.w.assign(static_cast<std::size_t>(p.B * p.T * p.HV * K), 0.0);
     r.kg = r.w;
     r.qg = r.w;
@@ -421,27 +440,16 @@ inline wy_result intra_wy(const intra_problem& p, const intra_args& a) {
             const std::int64_t n = std::min<std::int64_t>(p.BT, sq.end - c0);
             for (std::int64_t i = 0; i < n; ++i) r.row_written[static_cast<std::size_t>(sq.b * p.T + c0 + i)] = 1;
             for (std::int64_t hv = 0; hv < p.HV; ++hv) {
-                detail::mat q(n, K), k(n, K), g(n, K), v(n, V), beta(n, 1);
-                for (std::int64_t i = 0; i < n; ++i) {
-                    beta(i, 0) = read(a.beta, sq.b, c0 + i, hv);
-                    for (std::int64_t kk = 0; kk < K; ++kk) {
-                        q(i, kk) = read(a.q, sq.b, c0 + i, hv / G, kk);
-                        k(i, kk) = read(a.k, sq.b, c0 + i, hv / G, kk);
-                        g(i, kk) = read(a.g, sq.b, c0 + i, hv, kk);
-                    }
+                const detail::chunk_rows c = detail::read_chunk(p, a, sq.b, c0, n, hv);
+                const detail::mat &q = c.q, &k = c.k, &g = c.g;
+                detail::mat v(n, V);
+                for (std::int64_t i = 0; i < n; ++i)
                     for (std::int64_t vv = 0; vv < V; ++vv) v(i, vv) = read(a.v, sq.b, c0 + i, hv, vv);
-                }
-                detail::mat M = detail::gated_products(k, k, g).triangularView<Eigen::StrictlyLower>();
-                for (std::int64_t i = 0; i < n; ++i) M.row(i) *= beta(i, 0);
-                M.diagonal().setOnes();
-                const detail::mat Ainv = M.triangularView<Eigen::UnitLower>().solve(detail::mat::Identity(n, n));
+                const detail::mat Ainv = c.inverse();
                 const detail::mat eg = g.unaryExpr(exp2);
-                detail::mat kb = k.cwiseProduct(eg);
-                for (std::int64_t i = 0; i < n; ++i) kb.row(i) *= beta(i, 0);
+                const detail::mat kb = c.beta.asDiagonal() * k.cwiseProduct(eg);
                 const detail::mat w = Ainv * kb;
-                detail::mat vb = v;
-                for (std::int64_t i = 0; i < n; ++i) vb.row(i) *= beta(i, 0);
-                const detail::mat u = Ainv * vb;
+                const detail::mat u = Ainv * (c.beta.asDiagonal() * v);
                 for (std::int64_t i = 0; i < n; ++i) {
                     const std::int64_t row = (sq.b * p.T + c0 + i) * p.HV + hv;
                     for (std::int64_t kk = 0; kk < K; ++kk) {
