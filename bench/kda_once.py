@@ -1,9 +1,11 @@
-"""bench/kda_once.py: a few calls of kda's inter-solve step (tf32) through kda_capi on compare_fla.py's
-inputs, B8 T4096 H32 bf16 at one K, for a profiler to capture one launch of:
+"""bench/kda_once.py: a few calls of one kda kernel (tf32) through kda_capi on compare_fla.py's inputs,
+B8 T4096 H32 bf16 at one K, for a profiler to capture one launch of: the inter-solve step (default),
+or, with --stage wy, the fused intra kernel with the WY outputs w, u, kg (V = K; FLA's dispatch point)
 
     ncu --set full -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 255 [--safe]
+    ncu --section SourceCounters -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 128 --stage wy
 """
-import argparse, os, sys
+import argparse, ctypes, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -16,17 +18,31 @@ def main():
     ap.add_argument("K", type=int)
     ap.add_argument("--safe", action="store_true")
     ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--stage", choices=["inter-solve", "wy"], default="inter-solve")
     a = ap.parse_args()
     lib = cf.load_capi(a.lib)
     B, T, H, K = 8, 4096, 32, a.K
     q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, torch.bfloat16, None, a.safe)
     Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=torch.bfloat16)
     Akk = torch.zeros_like(Aqk)
-    run = cf.kda_runner(lib.kda_capi_inter_solve, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, Akkd, Aqk, Akk)
-    for _ in range(a.calls):
-        run(1)
+    if a.stage == "wy":
+        v = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16)
+        w, u, kg = (torch.empty(B, T, H, K, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        ws = torch.empty(B, T, H, 16, device="cuda")  # the intra stage's diagonal-block workspace
+        run = cf.kda_runner(lib.kda_capi_intra, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, ws, Aqk, Akk)
+        call = run.calls[1]  # the tf32 call
+        wy = cf.Wy(V=K, v=v.data_ptr(), w=w.data_ptr(), u=u.data_ptr(), kg=kg.data_ptr(), qg=None)
+        err = ctypes.create_string_buffer(512)
+        for _ in range(a.calls):
+            call.stream = torch.cuda.current_stream().cuda_stream
+            if lib.kda_capi_intra_wy(ctypes.byref(call), ctypes.byref(wy), err, len(err)) != 0:
+                raise SystemExit(f"kda_once: {err.value.decode()}")
+    else:
+        run = cf.kda_runner(lib.kda_capi_inter_solve, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, Akkd, Aqk, Akk)
+        for _ in range(a.calls):
+            run(1)
     torch.cuda.synchronize()
-    print(f"kda_once: {a.calls} calls, K {K}, {'safe' if a.safe else 'not safe'}")
+    print(f"kda_once: {a.calls} calls of {a.stage}, K {K}, {'safe' if a.safe else 'not safe'}")
 
 
 if __name__ == "__main__":
