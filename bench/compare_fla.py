@@ -163,6 +163,21 @@ def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk
     return run
 
 
+def kda_wy_runner(lib, run, V, v, w, u, kg):
+    """One call of kda's fused intra kernel (tf32) with the WY outputs w, u, kg, on the tensors of run
+    (kda_runner of kda_capi_intra), on the current stream."""
+    wy = Wy(V=V, v=v.data_ptr(), w=w.data_ptr(), u=u.data_ptr(), kg=kg.data_ptr(), qg=None)
+    call = run.calls[1]
+    err = ctypes.create_string_buffer(512)
+
+    def run_wy():
+        call.stream = torch.cuda.current_stream().cuda_stream
+        if lib.kda_capi_intra_wy(ctypes.byref(call), ctypes.byref(wy), err, 512) != 0:
+            raise RuntimeError(err.value.decode())
+    run_wy.keep = (wy, err)
+    return run_wy
+
+
 def time_it(fn, flush, reps, graph):
     if graph:
         s = torch.cuda.Stream()
@@ -455,14 +470,7 @@ def main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices):
             w1, kg1 = torch.empty(B, T, HV, K, device="cuda", dtype=dt), torch.empty(B, T, HV, K, device="cuda", dtype=dt)
             u1 = torch.empty(B, T, HV, V, device="cuda", dtype=dt)
             run_one = kda_runner(lib.kda_capi_intra, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, ws, Aqk_1, Akk_1)
-            wy = Wy(V=V, v=v.data_ptr(), w=w1.data_ptr(), u=u1.data_ptr(), kg=kg1.data_ptr(), qg=None)
-            call = run_one.calls[1]
-            err = ctypes.create_string_buffer(512)
-
-            def run_kda_one():
-                call.stream = torch.cuda.current_stream().cuda_stream
-                if lib.kda_capi_intra_wy(ctypes.byref(call), ctypes.byref(wy), err, 512) != 0:
-                    raise RuntimeError(err.value.decode())
+            run_kda_one = kda_wy_runner(lib, run_one, V, v, w1, u1, kg1)
             run_kda_one()
             torch.cuda.synchronize()
             valid = (torch.ones(T, dtype=torch.bool, device="cuda") if cu is None else pos >= 0).view(1, T, 1, 1)

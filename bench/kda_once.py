@@ -5,7 +5,7 @@ or, with --stage wy, the fused intra kernel with the WY outputs w, u, kg (V = K;
     ncu --set full -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 255 [--safe]
     ncu --section SourceCounters -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 128 --stage wy
 """
-import argparse, ctypes, os, sys
+import argparse, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
@@ -30,13 +30,9 @@ def main():
         w, u, kg = (torch.empty(B, T, H, K, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         ws = torch.empty(B, T, H, 16, device="cuda")  # the intra stage's diagonal-block workspace
         run = cf.kda_runner(lib.kda_capi_intra, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, ws, Aqk, Akk)
-        call = run.calls[1]  # the tf32 call
-        wy = cf.Wy(V=K, v=v.data_ptr(), w=w.data_ptr(), u=u.data_ptr(), kg=kg.data_ptr(), qg=None)
-        err = ctypes.create_string_buffer(512)
+        run_wy = cf.kda_wy_runner(lib, run, K, v, w, u, kg)
         for _ in range(a.calls):
-            call.stream = torch.cuda.current_stream().cuda_stream
-            if lib.kda_capi_intra_wy(ctypes.byref(call), ctypes.byref(wy), err, len(err)) != 0:
-                raise SystemExit(f"kda_once: {err.value.decode()}")
+            run_wy()
     else:
         run = cf.kda_runner(lib.kda_capi_inter_solve, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, Akkd, Aqk, Akk)
         for _ in range(a.calls):

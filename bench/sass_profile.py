@@ -86,8 +86,7 @@ def attribute(code, samples, args) -> None:
             chain += [int(m.group(1)) for m in frame.finditer(line)]
         elif re.match(r"\s*/\*[0-9a-f]+\*/\s+\S", line):
             fresh = False
-            op = line.split("*/", 1)[1].split()
-            chains.append(((op[1] if op[0].startswith("@") else op[0]).split(".")[0].rstrip(";"), list(chain)))
+            chains.append((opcode_of(line.split("*/", 1)[1].rstrip().rstrip(";")), list(chain)))
     if len(chains) != len(code) or any(op != opcode_of(text) for (op, _), (text, _) in zip(chains, code)):
         raise SystemExit(f"--disasm does not match the CSV ({len(chains)} vs {len(code)} instructions, or opcodes differ)")
     n = args.items
