@@ -80,13 +80,14 @@ int device_count(std::string& error) { return kda::bridge::cuda_device_count(err
 
 bool device_has_tensor_copies() { return kda::cuda::device_supports_tma(); }
 
-bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_args& h, bool intra) {
-    KDA_CHECK(h.q.type == dtype::bf16 && p.BT == 64, "probe::stages_with_tensor_copies: bf16 data and BT = 64 only");
+tensor_copies staging_of(const inter_solve_problem& p, const inter_solve_args& h, bool intra) {
+    KDA_CHECK(h.q.type == dtype::bf16 && p.BT == 64, "probe::staging_of: bf16 data and BT = 64 only");
     device_copies dc;
     const inter_solve_args d = dc.all(h);
     const cuda_backend be{.stream = dc.stream};
     using cfg = tile_config<64, 16, cuda_backend::k_slice>;
     kda::cuda::kernel_params<bf16_t> kp;
+    kp.group = p.HV / p.H;
     auto maps = [&]<class Step>() {
         kda::cuda::make_tma_maps<bf16_t, kda::cuda::kernel_traits<bf16_t, cfg, Step, precision::tf32>, Step>(kp, be, d);
     };
@@ -94,7 +95,7 @@ bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_a
         maps.template operator()<kda::cuda::fused_intra_step>();
     else
         maps.template operator()<kda::cuda::inter_solve_step>();
-    return kp.tma;
+    return {kp.tma, kp.joined};
 }
 
 copy_widths per_thread_copy_widths(const inter_solve_problem& p, const inter_solve_args& h) {

@@ -20,9 +20,13 @@ int device_count(std::string& error);
 bool device_has_tensor_copies();
 
 /// Which staging the kernel of this call would use, decided as its launch decides it
-/// (kda::cuda::make_tma_maps on device copies of `host_args`): true, the tensor copy engine;
-/// false, per-thread copies. bf16 data and BT = 64; `intra` picks the fused intra kernel.
-bool stages_with_tensor_copies(const inter_solve_problem& p, const inter_solve_args& host_args, bool intra);
+/// (kda::cuda::make_tma_maps on device copies of `host_args`): `engine`, the tensor copy engine
+/// (else per-thread copies); `joined`, through maps that join each tensor's heads (rows of no
+/// 16-byte multiple). bf16 data and BT = 64; `intra` picks the fused intra kernel.
+struct tensor_copies {
+    bool engine = false, joined = false;
+};
+tensor_copies staging_of(const inter_solve_problem& p, const inter_solve_args& host_args, bool intra);
 
 /// The widths in bytes of the per-thread copies that would stage q, k and g where the tensor copy
 /// engine does not (kda::cuda::per_thread_copy_bytes on device copies of `host_args`, as the launch

@@ -1,6 +1,7 @@
 // tests/cuda/test_cuda.cpp: CUDA-only checks beyond the conformance suite: CUDA against the CPU
 // backend on identical inputs, bitwise repeatability, the tensor copy engine against per-thread
-// copies (bit for bit), the narrow staging paths, explicit BK
+// copies (bit for bit, or against float64 where maps that join the heads group the K sums
+// differently), the narrow staging paths, explicit BK
 // instantiations, bad inputs that only a device backend has (host memory, missing host copies),
 // graph capture, a compact case list for compute-sanitizer ([sanitize]) and
 // outputs of more than 2^31 elements ([.large], run explicitly with "[large]").
@@ -81,6 +82,21 @@ void run_cpu(const kda::reference::inputs& in, host_tensor& Aqk, host_tensor& Ak
 
 bool same_bytes(const host_tensor& a, const host_tensor& b) { return std::memcmp(a.raw(), b.raw(), static_cast<std::size_t>(a.nbytes())) == 0; }
 
+/// Outputs of the step (written over sentinel-filled tensors) against the float64 reference: the
+/// written entries within the runner's tolerance, every other entry untouched.
+void check_float64(const kda::reference::inputs& in, const host_tensor& Aqk, const host_tensor& Akk) {
+    host_tensor Aqk0 = in.make_output(sentinel), Akk0 = in.make_output(sentinel);
+    const auto ref = kda::reference::inter_solve(in.problem, in.args(Aqk0, Akk0));
+    const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
+    const kda::testing::cuda_runner run;
+    const kda::dtype X = Aqk.type();
+    INFO("against float64: Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
+    CHECK(c.aqk.count > 0);
+    CHECK(c.untouched_changed == 0);
+    CHECK(c.aqk.err <= run.tolerance(X, in.problem.solve_precision, c.aqk.floor));
+    CHECK(c.akk.err <= run.tolerance(X, in.problem.solve_precision, c.akk.floor));
+}
+
 /// A view of t's data copied `shift` elements into `storage` (allocated here, one element-aligned
 /// buffer): the same values, off their alignment.
 kda::tensor_ref shifted(const host_tensor& t, host_tensor& storage, std::int64_t shift) {
@@ -143,7 +159,11 @@ TEST_CASE("cuda: repeated runs are bitwise identical", "[cuda][repeat]") {
 TEST_CASE("cuda: the tensor copy engine and per-thread copies give the same bits", "[cuda][tma]") {
     // the spread's tails (rows past T, K tails, partial varlen chunks whose boxes read the next
     // sequence's rows), GVA, both BT and precisions: cuda_backend::use_tma on (where the layout
-    // allows it; on devices without the engine both runs copy per thread) and off
+    // allows it; on devices without the engine both runs copy per thread) and off. Rows of a
+    // 16-byte multiple: maps of rows, the same columns in each K slice as the per-thread copies, the
+    // same bits. Other rows (K 20 and 100 of 16-bit data here) may take maps that join the heads,
+    // whose slices start up to 7 columns before the head's first: the K sums are grouped
+    // differently, so both runs are checked against float64 instead.
     int compared = 0;
     for (precision prec : {precision::fp32, precision::tf32})
         for (const setup& s : spread(prec)) {
@@ -154,33 +174,50 @@ TEST_CASE("cuda: the tensor copy engine and per-thread copies give the same bits
             kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
             kda::bridge::cuda_inter_solve_host(in.problem, in.args(q2, k2), without);
             INFO(s.describe());
-            CHECK(same_bytes(q1, q2));
-            CHECK(same_bytes(k1, k2));
+            if ((s.p.K * kda::size_of(s.X)) % 16 == 0) {
+                CHECK(same_bytes(q1, q2));
+                CHECK(same_bytes(k1, k2));
+            } else {
+                check_float64(in, q1, k1);
+                check_float64(in, q2, k2);
+            }
             ++compared;
         }
     CHECK(compared > 0);
 }
 
-TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread copies otherwise, the same bits", "[cuda][tma]") {
-    // K = 128 bf16 rows are 256 bytes: the copy engine where the device has one, 16-byte copies
-    // per thread without it. K = 100 rows are 200 bytes and K = 37 rows 74 bytes, which no tensor
-    // map describes: per-thread copies of 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16) and
-    // runs from aligned words for K = 37 and 255 (g, 148- and 1020-byte rows: 4 bytes), in both kernels. The
-    // inter-solve step's bits equal those of use_tma = false, and those of the same values one
-    // element off their alignment (runs from aligned words for q and k) ([intra][tma]: the fused kernel's).
+TEST_CASE("cuda: which staging runs: tensor copies of rows or of joined heads, per-thread copies otherwise", "[cuda][tma]") {
+    // bf16 K = 128 rows are 256 bytes: maps of rows where the device has the copy engine, 16-byte
+    // copies per thread without it. K = 100, 37 and 255 rows (200, 74, 510 bytes) fit no map of
+    // rows; maps that join the heads need 16-byte multiples only of the token strides: K = 100 with
+    // 2 heads (400 bytes), K = 37 and 255 with 8 heads (592, 4080 bytes; fp32 g 1184, 8160), not
+    // with 2 (148, 1020 bytes), and not K = 37 with 4 heads of q / k and 8 of g (GVA), where one
+    // shift per head cannot start the boxes of q and g on 16-byte boundaries. Per-thread copies,
+    // where they run: 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16), runs from aligned words
+    // for K = 37 and 255 (g: 4 bytes). Where both runs stage the same columns per slice (maps of
+    // rows, or per-thread copies either way) use_tma = false gives the same bits; joined maps are
+    // checked against float64. The same values one element off their alignment take runs from
+    // aligned words (no map) and give use_tma = false's bits. [intra][tma]: the fused kernel.
     struct expected {
-        std::int64_t K;
+        std::int64_t K, H, HV;
+        bool maps, joined;
         int q, g;
     };
     const bool engine = kda::testing::probe::device_has_tensor_copies();
-    for (const expected e : {expected{128, 16, 16}, expected{100, 8, 16}, expected{37, 2, 4}, expected{255, 2, 4}}) {
+    for (const expected e : {expected{128, 2, 2, true, false, 16, 16}, expected{100, 2, 2, true, true, 8, 16}, expected{37, 2, 2, false, false, 2, 4},
+                             expected{37, 8, 8, true, true, 2, 4}, expected{37, 4, 8, false, false, 2, 4}, expected{255, 2, 2, false, false, 2, 4},
+                             expected{255, 8, 8, true, true, 2, 4}}) {
         setup s;
-        s.p = make_problem(1, 200, 2, 2, e.K, 64, false, precision::tf32);
+        s.p = make_problem(1, 200, e.H, e.HV, e.K, 64, false, precision::tf32);
         s.seed = 5;
         const auto in = s.make();
         host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
         INFO(s.describe());
-        for (bool intra : {false, true}) CHECK(kda::testing::probe::stages_with_tensor_copies(in.problem, in.args(q1, k1), intra) == (engine && e.K == 128));
+        for (bool intra : {false, true}) {
+            const auto st = kda::testing::probe::staging_of(in.problem, in.args(q1, k1), intra);
+            CHECK(st.engine == (engine && e.maps));
+            CHECK(st.joined == (engine && e.joined));
+        }
         const auto widths = kda::testing::probe::per_thread_copy_widths(in.problem, in.args(q1, k1));
         CHECK(widths.q == e.q);
         CHECK(widths.k == e.q);
@@ -190,8 +227,13 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
         without.use_tma = false;
         kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
         kda::bridge::cuda_inter_solve_host(in.problem, in.args(q2, k2), without);
-        CHECK(same_bytes(q1, q2));
-        CHECK(same_bytes(k1, k2));
+        if (engine && e.joined) {
+            check_float64(in, q1, k1);
+            check_float64(in, q2, k2);
+        } else {
+            CHECK(same_bytes(q1, q2));
+            CHECK(same_bytes(k1, k2));
+        }
         host_tensor sq, sk, q3 = in.make_output(sentinel), k3 = in.make_output(sentinel);
         kda::inter_solve_args a = in.args(q3, k3);
         a.q = shifted(in.q, sq, 1);
@@ -199,10 +241,41 @@ TEST_CASE("cuda: which staging runs: tensor copies for 16-byte rows, per-thread 
         const auto off = kda::testing::probe::per_thread_copy_widths(in.problem, a);
         CHECK(off.q == 2);
         CHECK(off.k == 2);
+        CHECK_FALSE(kda::testing::probe::staging_of(in.problem, a, false).engine);
         kda::bridge::cuda_inter_solve_host(in.problem, a);
-        CHECK(same_bytes(q1, q3));
-        CHECK(same_bytes(k1, k3));
+        CHECK(same_bytes(q2, q3));
+        CHECK(same_bytes(k2, k3));
     }
+}
+
+TEST_CASE("cuda: maps that join the heads against float64", "[cuda][tma]") {
+    // 16-bit rows aligned to 2 bytes (K 37, 255) or 8 (K 36, 100), fp32 rows to 4 (K 63, 255, 1),
+    // 8 heads, so that every shift occurs; GVA with K = 100 (16-bit data: joined, shifts 0 and 4;
+    // fp32: maps of rows); tails of T, partial varlen chunks, both BT and precisions, safe gate and
+    // not. On a device with the copy engine these take joined maps (the staging test above checks
+    // which for bf16); elsewhere per-thread copies: checked against float64 either way.
+    std::uint64_t seed = 700;
+    for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
+        for (int BT : {32, 64})
+            for (precision prec : {precision::tf32, precision::fp32})
+                for (int shape = 0; shape < 4; ++shape) {
+                    setup s;
+                    const bool safe = (shape + BT / 32) % 2 == 0;
+                    switch (shape) {
+                        case 0: s.p = make_problem(2, BT + 23, 8, 8, X == dtype::fp32 ? 63 : 37, BT, safe, prec); break;
+                        case 1: s.p = make_problem(1, 2 * BT + 3, 8, 8, 255, BT, safe, prec); break;
+                        case 2: s.p = make_problem(1, 0, 4, 8, 100, BT, safe, prec); break;
+                        default: s.p = make_problem(1, 0, 8, 8, X == dtype::fp32 ? 1 : 36, BT, safe, prec); break;
+                    }
+                    s.X = X;
+                    if (shape >= 2) s.seqlens = {5, BT + 7, 1, 2 * BT};
+                    s.seed = ++seed;
+                    INFO(s.describe());
+                    const auto in = s.make();
+                    host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
+                    kda::bridge::cuda_inter_solve_host(in.problem, in.args(q1, k1));
+                    check_float64(in, q1, k1);
+                }
 }
 
 TEST_CASE("cuda: tensors aligned to their element but not to 16 bytes take the narrow paths", "[cuda][align]") {
@@ -311,7 +384,8 @@ TEST_CASE("cuda: a call captured into a CUDA graph computes the same outputs", "
 }
 
 TEST_CASE("cuda: a compact case list for compute-sanitizer", "[cuda][sanitize]") {
-    // every dtype, BT, mode and precision once, with tails, GVA and varlen (no chunk_indices)
+    // every dtype, BT, mode and precision once, with tails, GVA and varlen (no chunk_indices);
+    // tf32 with 8 heads: the 16-bit rows take maps that join the heads on a device with the copy engine
     std::uint64_t seed = 600;
     for (precision prec : {precision::fp32, precision::tf32})
         for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
@@ -320,8 +394,8 @@ TEST_CASE("cuda: a compact case list for compute-sanitizer", "[cuda][sanitize]")
                     kda::testing::test_case tc;
                     tc.B = 2;
                     tc.T = BT + 23;
-                    tc.H = 1;
-                    tc.HV = 2;
+                    tc.H = prec == precision::tf32 ? 8 : 1;
+                    tc.HV = prec == precision::tf32 ? 8 : 2;
                     tc.K = X == dtype::fp16 ? 37 : X == dtype::bf16 ? 36 : 80;  // 74-byte rows (runs from words), 72-byte (8-byte copies)
                     tc.BT = BT;
                     tc.safe_gate = safe;

@@ -54,7 +54,10 @@ struct cuda_backend {
     cudaStream_t stream = nullptr;
     /// Stage q, k, g and Akkd through the tensor copy engine where the device (compute capability
     /// 9.0+) and the tensors' layout allow it (see launch.cuh); false: per-thread cp.async copies
-    /// everywhere. Both paths compute the same bits.
+    /// everywhere. Both paths compute the same bits where the rows of q, k and g are multiples of
+    /// 16 bytes; for other rows the copy engine's K slices may start up to 7 columns before each
+    /// head's first (maps that join the heads), which groups the K sums differently: other bits,
+    /// at the same rounding floor.
     bool use_tma = true;
     /// chunk_kda_intra as one fused kernel (the diagonal blocks computed beside the inter-solve
     /// products; Akkd is neither needed nor written); false: the producer kernel writing the Akkd

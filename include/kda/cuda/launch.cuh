@@ -14,7 +14,10 @@
 // Staging: on a device of compute capability 9.0 or later (and unless cuda_backend::use_tma is
 // false), q, k, g and Akkd go through the tensor copy engine when each of them can be described by
 // a tensor map (make_tma_maps: a 16-byte aligned base, 16-byte multiples for the strides of the
-// batch, token and head axes, T below 2^31); the maps are encoded on the host for every launch
+// batch, token and head axes, T below 2^31), or, for rows whose length is no multiple of 16 bytes,
+// by maps that join each tensor's heads into one row axis (encode_joined, joined_shifts_agree:
+// 16-byte multiples only for the token and batch strides, e.g. any contiguous layout with a
+// multiple of 8 heads); the maps are encoded on the host for every launch
 // (cuTensorMapEncodeTiled, reached through the runtime's driver entry points: no link against
 // libcuda) and travel in the kernel's parameters. Otherwise every thread stages its share with
 // cp.async copies of 16, 8 or 4 bytes, as the rows' alignment allows (per_thread_copy_bytes), or,
@@ -102,18 +105,24 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
 }
 
+/// The copy engine's element type of a [B, T, heads, D] tensor with D contiguous; false for
+/// anything else.
+inline bool map_type(const tensor_ref& t, CUtensorMapDataType& type) {
+    if (t.data == nullptr || t.rank != 4 || t.stride[3] != 1) return false;
+    switch (t.type) {
+        case dtype::bf16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; return true;
+        case dtype::fp16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; return true;
+        case dtype::fp32: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; return true;
+        default: return false;
+    }
+}
+
 /// Encodes a [B, T, heads, D] tensor (D contiguous) as a 4-d tensor map (innermost first: D,
 /// heads, T, B) whose boxes are [box_rows tokens, box_d columns] of one head: zero-filled past T
 /// and past D. False where the copy engine cannot describe the tensor (then nothing is encoded).
 inline bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map, const tensor_ref& t, int box_d, int box_rows) {
-    if (enc == nullptr || t.data == nullptr || t.rank != 4 || t.stride[3] != 1) return false;
     CUtensorMapDataType type;
-    switch (t.type) {
-        case dtype::bf16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
-        case dtype::fp16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
-        case dtype::fp32: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
-        default: return false;
-    }
+    if (enc == nullptr || !map_type(t, type)) return false;
     const std::int64_t es = size_of(t.type);
     if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
     for (int d = 0; d < 4; ++d)
@@ -136,6 +145,56 @@ inline bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/// The stride between a tensor's heads as a map that joins them sees it (a single head: its row).
+inline std::int64_t head_stride(const tensor_ref& t) { return t.shape[2] > 1 ? t.stride[2] : t.shape[3]; }
+
+/// Encodes a [B, T, heads, D] tensor (D contiguous, heads a fixed stride s >= D apart) as a 3-d
+/// tensor map that joins the heads into one row axis (innermost first: (heads - 1) s + D columns,
+/// T, B), for rows that no 4-d map describes (D elements, not a multiple of 16 bytes): head h's
+/// columns start at column h s. Only the base and the token and batch strides need 16-byte
+/// multiples. The copy engine takes only boxes that start on a 16-byte boundary, so the kernel
+/// starts head h's boxes `shift` columns early (kernel_params::joined). Boxes are [box_rows
+/// tokens, box_d columns], zero-filled past T and past the last head's columns. False where this
+/// map cannot describe the tensor either (then nothing is encoded).
+inline bool encode_joined(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map, const tensor_ref& t, int box_d, int box_rows) {
+    CUtensorMapDataType type;
+    if (enc == nullptr || !map_type(t, type)) return false;
+    const std::int64_t es = size_of(t.type), D = t.shape[3], heads = t.shape[2], hs = head_stride(t);
+    if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0 || D < 1 || heads < 1 || hs < D) return false;
+    const std::int64_t cols = (heads - 1) * hs + D;
+    // box coordinates are 32-bit: the largest column is below cols + box_d
+    if (cols > INT_MAX - box_d || t.shape[1] < 1 || t.shape[1] > INT_MAX || t.shape[0] < 1 || t.shape[0] > INT_MAX) return false;
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(t.shape[1]), static_cast<cuuint64_t>(t.shape[0])};
+    cuuint64_t strides[2];
+    std::int64_t packed = cols * es;
+    for (int i = 0; i < 2; ++i) {
+        const int axis = 1 - i;  // T, B
+        std::int64_t st = t.stride[axis] * es;
+        if (t.shape[axis] == 1) st = (packed + 15) / 16 * 16;  // never stepped along: any legal value
+        if (st <= 0 || st % 16 != 0 || st >= (std::int64_t{1} << 40)) return false;
+        strides[i] = static_cast<cuuint64_t>(st);
+        packed = st * t.shape[axis];
+    }
+    const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_d), static_cast<cuuint32_t>(box_rows), 1};
+    const cuuint32_t elem[3] = {1, 1, 1};
+    return enc(&map, type, 3, const_cast<void*>(t.data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/// Whether one shift per value head serves the joined maps of q, k and g: with q / k's head h
+/// = hv / group, shift = (h s_q) mod (16 / sizeof(X)) must also start k's boxes (h s_k) and g's
+/// (hv s_g, fp32: mod 4) on a 16-byte boundary for every head (s: head_stride). Holds for the
+/// contiguous layouts without GVA, and with GVA where K is a multiple of 4.
+inline bool joined_shifts_agree(const inter_solve_args& a, std::int64_t group) {
+    const std::int64_t ex = 16 / size_of(a.q.type);  // columns per 16 bytes of q and k
+    const std::int64_t sq = a.q.shape[2] > 1 ? head_stride(a.q) : 0, sk = a.k.shape[2] > 1 ? head_stride(a.k) : 0;
+    const std::int64_t sg = a.g.shape[2] > 1 ? head_stride(a.g) : 0;
+    if ((sq - sk) % ex != 0) return false;
+    // g: hv s_g = (h group + j) s_g must equal h s_q modulo 4 for every h and j < group
+    if (group == 1) return (sg - sq) % 4 == 0;
+    return sg % 4 == 0 && sq % 4 == 0;
+}
+
 /// Whether the current device has the tensor copy engine (compute capability 9.0 or later).
 inline bool device_supports_tma() {
     int device = 0, major = 0;
@@ -147,16 +206,23 @@ inline bool device_supports_tma() {
 }
 
 /// Fills kp.tm and sets kp.tma where the copy engine can stage every tensor the kernel reads in
-/// slices (q, k, g; Akkd too where the step reads it).
+/// slices (q, k, g; Akkd too where the step reads it): maps of q's, k's and g's rows, or else
+/// maps that join each one's heads (kp.joined), where one shift per head serves all three.
 template <class X, class Traits, class Step>
 void make_tma_maps(kernel_params<X>& kp, const cuda_backend& be, const inter_solve_args& a) {
-    kp.tma = false;
+    kp.tma = kp.joined = false;
     if (!be.use_tma || !device_supports_tma()) return;
     const auto enc = tensor_map_encoder();
     bool ok = encode_rows(enc, kp.tm.q, a.q, Traits::BK, Traits::BT) && encode_rows(enc, kp.tm.k, a.k, Traits::BK, Traits::BT) &&
               encode_rows(enc, kp.tm.g, a.g, Traits::BK, Traits::BT);
+    if (!ok && joined_shifts_agree(a, kp.group)) {
+        ok = encode_joined(enc, kp.tm.q, a.q, Traits::BK, Traits::BT) && encode_joined(enc, kp.tm.k, a.k, Traits::BK, Traits::BT) &&
+             encode_joined(enc, kp.tm.g, a.g, Traits::BK, Traits::BT);
+        kp.joined = ok;
+    }
     if (Step::reads_akkd) ok = ok && encode_rows(enc, kp.tm.akkd, a.Akkd, Traits::BC, Traits::BT);
     kp.tma = ok;
+    kp.joined = kp.joined && ok;
 }
 
 /// Launches the chunk kernel for validated arguments: Step = inter_solve_step (called by

@@ -14,7 +14,8 @@
 //      by the tensor copy engine (cp.async.bulk.tensor, one instruction per tensor and slice from
 //      one thread, completing on an mbarrier; issued before the wait for the previous slice, or
 //      with tuning.hpp's late_copies inside its build round) where the tensors allow it
-//      (launch.cuh: tma), else
+//      (launch.cuh: tma; rows of no 16-byte multiple through maps that join the heads, each head's
+//      slices starting up to 7 columns early, the columns outside its K zeroed: mask_columns), else
 //      by per-thread cp.async copies of 16, 8 or 4 bytes, or 16-bit runs from aligned words (rows
 //      aligned to 2 bytes only, through registers). Each slice is first
 //      *built* into tensor-core operands, once per element (build_operands), with the first row
@@ -362,14 +363,44 @@ struct chunk_item {
 
     /// Tensor-copy staging of slice k0 into stage st: three boxes from thread 0, on barrier st.
     /// Rows past T and columns past K arrive as zeros; rows past the chunk's end inside T (varlen:
-    /// the next sequence) arrive as data and are masked by the build.
-    __device__ void stage_slice_tma(int st, int k0) const {
+    /// the next sequence) arrive as data and are masked by the build. Joined maps: the slice's
+    /// columns are the head's k0 - shift .. + BK - 1, the box of head h at column h s + k0 - shift
+    /// (s: the tensor's head stride), on a 16-byte boundary; mask_columns zeroes what lies outside
+    /// the head's K.
+    template <bool Joined>
+    __device__ void stage_slice_tma(int st, int k0, int shift) const {
         if (tid != 0) return;
         const int t = static_cast<int>(token(0)), b = static_cast<int>(c.b);
         mbar_arrive_expect_tx(s_bar(st), traits::staging_bytes);
-        tma_load_4d(s_q(st), &kp.tm.q, k0, static_cast<int>(h), t, b, s_bar(st));
-        tma_load_4d(s_k(st), &kp.tm.k, k0, static_cast<int>(h), t, b, s_bar(st));
-        tma_load_4d(s_g(st), &kp.tm.g, k0, static_cast<int>(hv), t, b, s_bar(st));
+        if constexpr (Joined) {
+            tma_load_3d(s_q(st), &kp.tm.q, static_cast<int>(h * P.q_s.h + k0 - shift), t, b, s_bar(st));
+            tma_load_3d(s_k(st), &kp.tm.k, static_cast<int>(h * P.k_s.h + k0 - shift), t, b, s_bar(st));
+            tma_load_3d(s_g(st), &kp.tm.g, static_cast<int>(hv * P.g_s.h + k0 - shift), t, b, s_bar(st));
+        } else {
+            (void)shift;
+            tma_load_4d(s_q(st), &kp.tm.q, k0, static_cast<int>(h), t, b, s_bar(st));
+            tma_load_4d(s_k(st), &kp.tm.k, k0, static_cast<int>(h), t, b, s_bar(st));
+            tma_load_4d(s_g(st), &kp.tm.g, k0, static_cast<int>(hv), t, b, s_bar(st));
+        }
+    }
+
+    /// Joined maps: zeroes the columns of staged slice st outside [lo, hi) (q, k and g, every
+    /// row), the neighbouring heads' data in a slice that starts before the head's first column or
+    /// reaches past its K. With g = 0 there, every factor the build forms in those columns is 2^0
+    /// and every operand 0. Ordered before the copy engine's next writes to the stage.
+    __device__ void mask_columns(int st, int lo, int hi) const {
+        X* sq = s_q(st);
+        X* sk = s_k(st);
+        float* sg = s_g(st);
+#pragma unroll 1
+        for (int i = tid; i < BT * BK; i += threads) {
+            const int r = i / BK, col = i % BK;
+            if (col >= lo && col < hi) continue;
+            sq[r * x_ld + col] = X{};
+            sk[r * x_ld + col] = X{};
+            sg[r * g_ld + col] = 0.f;
+        }
+        fence_proxy_async();
     }
 
     /// Unit u (16 x 8 product) -> sub-chunk si and the 8-column tile j8 of the block row si
@@ -626,15 +657,15 @@ struct chunk_item {
         float worst[traits::build_iters];
 #pragma unroll
         for (int it = 0; it < traits::build_iters; ++it) worst[it] = 0.f;
-        const int nslices = static_cast<int>((P.K + BK - 1) / BK);
         // slice s has landed in stage s % S: build it, then multiply (the first barrier also
-        // waits for the products of s - 1 to be done with the operands)
-        auto consume = [&](int s, auto&& issue) {
+        // waits for the products of s - 1 to be done with the operands); the slices hold columns
+        // up to kend (K, or K + shift with joined maps)
+        auto consume = [&](int s, std::int64_t kend, auto&& issue) {
             __syncthreads();
             issue();
             build_operands(s % S, worst);
             __syncthreads();  // the operands of s are built
-            const std::int64_t left = P.K - static_cast<std::int64_t>(s) * BK;
+            const std::int64_t left = kend - static_cast<std::int64_t>(s) * BK;
             slice_products(b_Aqk, b_Akk, up, left < BK ? static_cast<int>(left) : BK);
         };
         // in both pipelines the stage of slice s + S - 1 held slice s - 1, whose build everyone
@@ -642,21 +673,38 @@ struct chunk_item {
         if (tma) {
             // slice s + S - 1 goes to the stage that slice s - 1 left (free since the middle barrier
             // of s - 1): before waiting for s, or (late_copies) after the first barrier of s, beside
-            // warp 0's share of the build rather than after its products
-            constexpr bool late = traits::tune.late_copies;
-            for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma(s, s * BK);
-            for (int s = 0; s < nslices; ++s) {
-                auto next = [&] {
-                    if (s + S - 1 < nslices) stage_slice_tma((s + S - 1) % S, (s + S - 1) * BK);
-                };
-                if constexpr (!late) next();
-                wait_bar(ps, s % S);  // the copies of slice s have landed
-                consume(s, [&] {
-                    if constexpr (late) next();
-                });
-            }
+            // warp 0's share of the build rather than after its products. Joined maps (their own
+            // copy of the loop, so that the maps of rows keep their code): the head's columns run
+            // from shift to K + shift in the slices, the first and last slices masked.
+            auto pipeline = [&]<bool Joined>() {
+                constexpr bool late = traits::tune.late_copies;
+                const int shift = Joined ? static_cast<int>((h * P.q_s.h) & (16 / static_cast<int>(sizeof(X)) - 1)) : 0;
+                const std::int64_t kend = P.K + shift;
+                const int nslices = static_cast<int>((kend + BK - 1) / BK);
+                for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma<Joined>(s, s * BK, shift);
+                for (int s = 0; s < nslices; ++s) {
+                    auto next = [&] {
+                        if (s + S - 1 < nslices) stage_slice_tma<Joined>((s + S - 1) % S, (s + S - 1) * BK, shift);
+                    };
+                    if constexpr (!late) next();
+                    wait_bar(ps, s % S);  // the copies of slice s have landed
+                    if constexpr (Joined) {
+                        const std::int64_t hi = kend - static_cast<std::int64_t>(s) * BK;
+                        const int lo = s == 0 ? shift : 0;
+                        if (lo > 0 || hi < BK) mask_columns(s % S, lo, hi < BK ? static_cast<int>(hi) : BK);  // before consume's first barrier
+                    }
+                    consume(s, kend, [&] {
+                        if constexpr (late) next();
+                    });
+                }
+            };
+            if (kp.joined)
+                pipeline.template operator()<true>();
+            else
+                pipeline.template operator()<false>();
             // the next item's first copies wait for the kernel loop's fence + barrier
         } else {
+            const int nslices = static_cast<int>((P.K + BK - 1) / BK);
             const stage_plans pl{plan(P.q, P.q_s, h), plan(P.k, P.k_s, h), plan(P.g, P.g_s, hv)};
             for (int s = 0; s < S - 1; ++s) {
                 if (s < nslices) stage_slice(pl, s, s * BK);
@@ -666,7 +714,7 @@ struct chunk_item {
                 if (s + S - 1 < nslices) stage_slice(pl, (s + S - 1) % S, (s + S - 1) * BK);
                 cp_async_commit();
                 cp_async_wait<S - 1>();  // this thread's copies of slice s have landed (everyone's: the barrier in consume)
-                consume(s, [] {});
+                consume(s, P.K, [] {});
             }
             cp_async_wait<0>();
         }

@@ -165,6 +165,17 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const CUtensorMap* map, i
     (void)bar;
 #endif
 }
+/// The same for a 3-d tensor map (coordinates innermost first).
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, std::uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+                     smem_addr(dst)),
+                 "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+                 : "memory");
+#else
+    (void)dst, (void)map, (void)c0, (void)c1, (void)c2, (void)bar;
+#endif
+}
 /// Orders this thread's earlier ordinary shared-memory accesses before later copy-engine writes.
 __device__ __forceinline__ void fence_proxy_async() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

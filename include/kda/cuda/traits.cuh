@@ -39,7 +39,8 @@ struct fused_intra_wy_step : fused_intra_step {
 };
 
 /// Tensor maps of the tensor copy engine (sm_90): boxes of [BT rows, BK columns] of q, k, g and
-/// [BT rows, BC] of Akkd (launch.cuh: make_tma_maps). Zero-filled past T and past K.
+/// [BT rows, BC] of Akkd (launch.cuh: make_tma_maps). Zero-filled past T and past K (maps that
+/// join the heads: past the last head's columns).
 struct tma_maps {
     CUtensorMap q, k, g, akkd;
 };
@@ -52,6 +53,13 @@ struct kernel_params {
     std::int64_t num_sequences = 0;  // varlen without chunk_indices: N, for the cu_seqlens search
     std::int64_t group = 1;          // value heads per q/k head, HV / H
     bool tma = false;                // q, k, g (and Akkd) through the tensor maps (sm_90 builds only)
+    // with tma: q, k and g through maps that join each tensor's heads into one row axis (launch.cuh:
+    // encode_joined), for rows whose length is not a multiple of 16 bytes. Head h's K columns are
+    // read as if preceded by `shift` = (h * q's head stride) mod (16 / sizeof(X)) columns, so that
+    // every box starts on a 16-byte boundary: slice s covers the head's columns [16 s - shift,
+    // 16 s - shift + 16), and the columns outside [0, K) (the neighbouring heads' data) are zeroed
+    // in shared memory before the build (chunk_item::mask_columns)
+    bool joined = false;
     bool vec_q = false, vec_k = false, vec_g = false;  // 16-byte loads (cp.async) are legal for this tensor
     // otherwise: the width of the tensor's per-thread cp.async copies, 8 or 4 bytes (2: 16-bit runs from aligned words)
     std::uint8_t narrow_q = 0, narrow_k = 0, narrow_g = 0;
