@@ -117,32 +117,45 @@ inline bool map_type(const tensor_ref& t, CUtensorMapDataType& type) {
     }
 }
 
+/// The byte strides of axes `outer` down to 0 of `t` (written innermost first) for a tensor map
+/// whose innermost dimension spans `inner_bytes`: 16-byte multiples below 2^40 (an axis of one
+/// index is never stepped along and takes the packed value). False where one is not.
+inline bool map_strides(const tensor_ref& t, int outer, std::int64_t inner_bytes, cuuint64_t* out) {
+    const std::int64_t es = size_of(t.type);
+    std::int64_t packed = inner_bytes;  // what a packed layout would use for an axis of one index
+    for (int axis = outer; axis >= 0; --axis) {
+        std::int64_t s = t.stride[axis] * es;
+        if (t.shape[axis] == 1) s = (packed + 15) / 16 * 16;
+        if (s <= 0 || s % 16 != 0 || s >= (std::int64_t{1} << 40)) return false;
+        *out++ = static_cast<cuuint64_t>(s);
+        packed = s * t.shape[axis];
+    }
+    return true;
+}
+
+/// cuTensorMapEncodeTiled for kda's maps: unit element strides, no interleave or swizzle, zero fill.
+inline bool encode_tiled(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map, CUtensorMapDataType type, cuuint32_t rank, const void* data,
+                         const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box) {
+    const cuuint32_t elem[4] = {1, 1, 1, 1};
+    return enc(&map, type, rank, const_cast<void*>(data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /// Encodes a [B, T, heads, D] tensor (D contiguous) as a 4-d tensor map (innermost first: D,
 /// heads, T, B) whose boxes are [box_rows tokens, box_d columns] of one head: zero-filled past T
 /// and past D. False where the copy engine cannot describe the tensor (then nothing is encoded).
 inline bool encode_rows(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map, const tensor_ref& t, int box_d, int box_rows) {
     CUtensorMapDataType type;
     if (enc == nullptr || !map_type(t, type)) return false;
-    const std::int64_t es = size_of(t.type);
     if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
     for (int d = 0; d < 4; ++d)
         if (t.shape[d] < 1 || t.shape[d] > INT_MAX) return false;  // box coordinates are 32-bit
     const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.shape[3]), static_cast<cuuint64_t>(t.shape[2]), static_cast<cuuint64_t>(t.shape[1]),
                                 static_cast<cuuint64_t>(t.shape[0])};
-    cuuint64_t strides[3];
-    std::int64_t packed = t.shape[3] * es;  // what a packed layout would use for an axis of one index
-    for (int i = 0; i < 3; ++i) {
-        const int axis = 2 - i;  // heads, T, B
-        std::int64_t s = t.stride[axis] * es;
-        if (t.shape[axis] == 1) s = (packed + 15) / 16 * 16;  // never stepped along: any legal value
-        if (s <= 0 || s % 16 != 0 || s >= (std::int64_t{1} << 40)) return false;
-        strides[i] = static_cast<cuuint64_t>(s);
-        packed = s * t.shape[axis];
-    }
+    cuuint64_t strides[3];  // heads, T, B
+    if (!map_strides(t, 2, t.shape[3] * size_of(t.type), strides)) return false;
     const cuuint32_t box[4] = {static_cast<cuuint32_t>(box_d), 1, static_cast<cuuint32_t>(box_rows), 1};
-    const cuuint32_t elem[4] = {1, 1, 1, 1};
-    return enc(&map, type, 4, const_cast<void*>(t.data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode_tiled(enc, map, type, 4, t.data, dims, strides, box);
 }
 
 /// The stride between a tensor's heads as a map that joins them sees it (a single head: its row).
@@ -159,26 +172,16 @@ inline std::int64_t head_stride(const tensor_ref& t) { return t.shape[2] > 1 ? t
 inline bool encode_joined(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& map, const tensor_ref& t, int box_d, int box_rows) {
     CUtensorMapDataType type;
     if (enc == nullptr || !map_type(t, type)) return false;
-    const std::int64_t es = size_of(t.type), D = t.shape[3], heads = t.shape[2], hs = head_stride(t);
+    const std::int64_t D = t.shape[3], heads = t.shape[2], hs = head_stride(t);
     if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0 || D < 1 || heads < 1 || hs < D) return false;
     const std::int64_t cols = (heads - 1) * hs + D;
     // box coordinates are 32-bit: the largest column is below cols + box_d
     if (cols > INT_MAX - box_d || t.shape[1] < 1 || t.shape[1] > INT_MAX || t.shape[0] < 1 || t.shape[0] > INT_MAX) return false;
     const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(t.shape[1]), static_cast<cuuint64_t>(t.shape[0])};
-    cuuint64_t strides[2];
-    std::int64_t packed = cols * es;
-    for (int i = 0; i < 2; ++i) {
-        const int axis = 1 - i;  // T, B
-        std::int64_t st = t.stride[axis] * es;
-        if (t.shape[axis] == 1) st = (packed + 15) / 16 * 16;  // never stepped along: any legal value
-        if (st <= 0 || st % 16 != 0 || st >= (std::int64_t{1} << 40)) return false;
-        strides[i] = static_cast<cuuint64_t>(st);
-        packed = st * t.shape[axis];
-    }
+    cuuint64_t strides[2];  // T, B
+    if (!map_strides(t, 1, cols * size_of(t.type), strides)) return false;
     const cuuint32_t box[3] = {static_cast<cuuint32_t>(box_d), static_cast<cuuint32_t>(box_rows), 1};
-    const cuuint32_t elem[3] = {1, 1, 1};
-    return enc(&map, type, 3, const_cast<void*>(t.data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return encode_tiled(enc, map, type, 3, t.data, dims, strides, box);
 }
 
 /// Whether one shift per value head serves the joined maps of q, k and g: with q / k's head h
