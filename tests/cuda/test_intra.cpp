@@ -8,7 +8,8 @@
 //   [intra][decay]   strong decay (per-token log-decay down to -5 nats): both flavours finite and
 //                    within tolerance
 //   [intra][cumsum]  chunk_local_cumsum, all activations, dense and varlen, against float64
-//   [intra][tma]     the fused kernel with and without the tensor copy engine: the same bits
+//   [intra][tma]     the fused kernel with and without the tensor copy engine: the same bits on rows
+//                    of a 16-byte multiple, both runs against float64 on the others (joined maps)
 //   [intra][graph]   the fused kernel and the two launches captured into a CUDA graph give the same bits
 //   [intra][wy]      the fused kernel's WY outputs (w, u, kg, qg) against float64: dtypes, BT, both
 //                    flavours and precisions, K and V tails (16-bit rows 2-byte aligned), GVA, varlen;
@@ -47,6 +48,17 @@ using kda::precision;
 /// The tolerance of a precision mode (runners.hpp): fp32 at the floor, tf32 FLA's products.
 double tolerance(dtype X, precision prec, double floor) {
     return prec == precision::fp32 ? kda::testing::full_precision_tolerance(X, floor) : kda::testing::tf32_tolerance(floor);
+}
+
+/// A run of the stage against float64: it wrote entries, left the rest alone, and both outputs
+/// sit within the precision mode's tolerance of their rounding floors.
+void check_at_floor(const kda::testing::comparison& c, dtype X, precision prec) {
+    INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor
+                    << ", untouched changed " << c.untouched_changed << " first " << c.first_untouched);
+    CHECK(c.aqk.count > 0);
+    CHECK(c.untouched_changed == 0);
+    CHECK(c.aqk.err <= tolerance(X, prec, c.aqk.floor));
+    CHECK(c.akk.err <= tolerance(X, prec, c.akk.floor));
 }
 
 std::vector<setup> spread() {
@@ -113,12 +125,7 @@ TEST_CASE("cuda: chunk_kda_intra against float64", "[cuda][intra][grid]") {
             const kda::reference::result ref = kda::reference::intra(in.problem, a);
             kda::bridge::cuda_intra_host(in.problem, a, opt);
             const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
-            INFO("Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err << " floor " << c.akk.floor << ", untouched changed "
-                            << c.untouched_changed << " first " << c.first_untouched);
-            CHECK(c.aqk.count > 0);
-            CHECK(c.untouched_changed == 0);
-            CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
-            CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
+            check_at_floor(c, s.X, s.p.solve_precision);
             if (s.p.solve_precision == precision::fp32) {
                 double* w = s.X != dtype::fp32 ? worst : worst_fp32;
                 w[0] = std::max(w[0], s.X != dtype::fp32 ? c.aqk.ratio() : c.aqk.err);
@@ -163,15 +170,8 @@ TEST_CASE("cuda: the fused intra kernel gives the same bits with and without the
                     host_tensor Aqk0 = in.make_output(7.0), Akk0 = in.make_output(7.0);
                     const kda::reference::result ref = kda::reference::intra(in.problem, in.intra_args(Aqk0, Akk0));
                     for (const auto* out : {&A1, &A2}) {
-                        const host_tensor& Aqk = *out;
-                        const host_tensor& Akk = out == &A1 ? K1 : K2;
-                        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, Akk0);
-                        INFO((out == &A1 ? "copy engine" : "per-thread copies") << ": Aqk err " << c.aqk.err << " floor " << c.aqk.floor
-                                                                                << ", Akk err " << c.akk.err << " floor " << c.akk.floor);
-                        CHECK(c.aqk.count > 0);
-                        CHECK(c.untouched_changed == 0);
-                        CHECK(c.aqk.err <= tolerance(X, prec, c.aqk.floor));
-                        CHECK(c.akk.err <= tolerance(X, prec, c.akk.floor));
+                        INFO((out == &A1 ? "copy engine" : "per-thread copies"));
+                        check_at_floor(kda::testing::compare(ref, *out, out == &A1 ? K1 : K2, Aqk0, Akk0), X, prec);
                     }
                 }
 }
@@ -535,11 +535,8 @@ TEST_CASE("cuda: intra-stage bad input is refused, naming the argument", "[cuda]
     {
         host_tensor o1 = in.make_output(7.0), o2 = in.make_output(7.0);
         const kda::reference::result ref = kda::reference::intra(in.problem, in.intra_args(o1, o2));
-        const auto c = kda::testing::compare(ref, Aqk, Akk, Aqk0, in.make_output(7.0));
-        INFO("fused without workspace: Aqk err " << c.aqk.err << " floor " << c.aqk.floor << ", Akk err " << c.akk.err);
-        CHECK(c.untouched_changed == 0);
-        CHECK(c.aqk.err <= tolerance(s.X, s.p.solve_precision, c.aqk.floor));
-        CHECK(c.akk.err <= tolerance(s.X, s.p.solve_precision, c.akk.floor));
+        INFO("fused without workspace");
+        check_at_floor(kda::testing::compare(ref, Aqk, Akk, Aqk0, in.make_output(7.0)), s.X, s.p.solve_precision);
     }
     for (const char* t : {"q", "Aqk", "Akkd"}) {
         const std::string m = kda::testing::probe::run_intra(in.problem, a, false, t);
