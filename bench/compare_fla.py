@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/compare_fla.py: FLA's Triton inter-solve kernel and kda's CUDA backend, side by side.
 
-    python3 bench/compare_fla.py --lib .dev/libkda_capi.so [--out DIR] [--reps 30]
+    python3 bench/compare_fla.py --lib .dev/libkda_capi.so [--out DIR] [--reps 30] [--bt 32]
 
 One invocation times, on identical inputs (torch tensors on the GPU):
   * FLA: fla.ops.kda.chunk_intra.chunk_kda_fwd_kernel_inter_solve_fused (fla-core, tf32 solve as
@@ -10,8 +10,8 @@ One invocation times, on identical inputs (torch tensors on the GPU):
 checks kda (tf32) against FLA on the entries the step writes, and prints one table: shape, mode
 (not safe / safe gate), FLA time, kda time, speedup, kda TB/s, % of the copy limit, kda fp32 time.
 Timing: L2 flushed (512 MiB zeroed) before every call, CUDA events around the call, median of
---reps; B1 T1024 H32 runs as captured CUDA graphs (replay). Traffic = the unique DRAM bytes a
-perfect kernel moves (q, k once per q/k head, g, beta, Akkd, Aqk's off-diagonal blocks, Akk's
+--reps; B1 T1024 H32 runs as captured CUDA graphs (replay); --bt 32 runs every row at chunk size
+32. Traffic = the unique DRAM bytes a perfect kernel moves (q, k once per q/k head, g, beta, Akkd, Aqk's off-diagonal blocks, Akk's
 lower block triangle); the copy limit is a 2 GiB device-to-device copy measured in the same run.
 Writes DIR/compare.json and, when matplotlib is present, DIR/compare.png.
 
@@ -62,10 +62,17 @@ SHAPES = [  # name, B, T, H, HV, K, dtype, lengths, graph
     ("varlen 256 seqs H32", 1, None, 32, 32, 128, torch.bfloat16, "short", False),
     ("B8 T4096 H32 K64", 8, 4096, 32, 32, 64, torch.bfloat16, None, False),
     ("B8 T4096 H32 fp16", 8, 4096, 32, 32, 128, torch.float16, None, False),
+    ("B8 T4096 H32 fp32", 8, 4096, 32, 32, 128, torch.float32, None, False),
     # rows that are not a multiple of 16 bytes (200 and 74 bytes of bf16): no per-head tensor map
     ("B8 T4096 H32 K100", 8, 4096, 32, 32, 100, torch.bfloat16, None, False),
     ("B8 T4096 H32 K37", 8, 4096, 32, 32, 37, torch.bfloat16, None, False),
+    ("B8 T4096 H32 fp16 K37", 8, 4096, 32, 32, 37, torch.float16, None, False),
+    # GVA: one column shift serves a q / k head and its value heads' g where K % 4 == 0 (K 100:
+    # maps that join the heads); K 37 stages per thread
+    ("GVA B4 T4096 H16 HV32 K100", 4, 4096, 16, 32, 100, torch.bfloat16, None, False),
+    ("GVA B4 T4096 H16 HV32 K37", 4, 4096, 16, 32, 37, torch.bfloat16, None, False),
 ]
+DTYPE_CODE = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}  # kda_capi_call.dtype
 
 
 def traffic(B, T, H, HV, K, es):
@@ -144,7 +151,7 @@ def kda_runner(fn, B, T, H, HV, K, dt, cu, safe, scale, q, k, g, beta, akkd, Aqk
     keep = []  # the varlen offsets (device, host) must outlive the calls
     calls = {}
     for tf32 in (1, 0):
-        c = Call(dtype=0 if dt == torch.bfloat16 else 1, BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
+        c = Call(dtype=DTYPE_CODE[dt], BT=BT, B=B, T=T, H=H, HV=HV, K=K, scale=scale, safe_gate=int(safe), tf32=tf32,
                  beta_fp32=0, flags=flags, q=q.data_ptr(), k=k.data_ptr(), g=g.data_ptr(), beta=beta.data_ptr(), Akkd=akkd.data_ptr(),
                  Aqk=Aqk.data_ptr(), Akk=Akk.data_ptr())
         if cu is not None:
@@ -215,11 +222,14 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--k-sweep", default="", metavar="K,K,...",
                     help="the table (either stage) on B8 T4096 H32 bf16 at each of these K instead of the shape list")
+    ap.add_argument("--bt", type=int, choices=[32, 64], default=64, help="chunk size of every row (FLA's and kda's)")
     ap.add_argument("--flags", type=int, default=0, help="kda_capi_call.flags for kda's runs of the inter-solve table (2: no tensor copies)")
     ap.add_argument("--stage", choices=["inter-solve", "intra", "dispatch"], default="inter-solve",
                     help="inter-solve: the step alone; intra: the whole intra stage, kda's chunk_kda_intra against FLA's "
                          "producer + inter-solve kernels; dispatch: FLA's chunk_kda_fwd_intra (w, u, kg too) three ways")
     a = ap.parse_args()
+    global BT, NC
+    BT, NC = a.bt, a.bt // BC
     import triton
     import fla
     from fla.ops.kda.chunk_intra import chunk_kda_fwd_kernel_inter_solve_fused as fla_kernel
@@ -327,6 +337,8 @@ def resolve_shapes(a, shapes):
     """The shapes a run times (--k-sweep instead of `shapes`, --only), each as (name, B, T, H, HV, K,
     dtype, cu_seqlens as a list or None, graph), T the total length for varlen."""
     for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else shapes):
+        if BT != 64:
+            name += f" BT{BT}"
         if a.only and a.only not in name:
             continue
         if lens == "short":
