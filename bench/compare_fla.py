@@ -256,7 +256,7 @@ def main():
         return main_intra(a, lib, copy_tbps, flush, dev, fla_kernel, prepare_chunk_indices)
     if a.stage == "dispatch":
         return main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices)
-    hdr = f"| {'shape':24s} | {'mode':8s} | FLA ms | kda tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | fp32/tf32 | FLA TB/s | rel-RMS Aqk / Akk vs FLA |"
+    hdr = f"| {'shape':32s} | {'mode':8s} | FLA ms | kda tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | fp32/tf32 | FLA TB/s | rel-RMS Aqk / Akk vs FLA |"
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|", flush=True)
     rows = []
@@ -304,7 +304,7 @@ def main():
             row["pct_copy"] = 100 * row["kda_tbps"] / copy_tbps
             rows.append(row)
             r = row
-            print(f"| {r['shape']:24s} | {r['mode']:8s} | {r['fla_ms']:6.3f} | {r['kda_tf32_ms']:11.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
+            print(f"| {r['shape']:32s} | {r['mode']:8s} | {r['fla_ms']:6.3f} | {r['kda_tf32_ms']:11.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
                   f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | {r['kda_fp32_ms'] / r['kda_tf32_ms']:9.2f} | {r['fla_tbps']:8.2f} | "
                   f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} |", flush=True)
             del q, k, g, beta, Akkd, Aqk_f, Akk_f, Aqk_k, Akk_k
@@ -425,12 +425,12 @@ def main_intra(a, lib, copy_tbps, flush, dev, fla_inter, prepare_chunk_indices):
             rows.append(row)
             del q, k, g, beta, Aqk_f, Akk_f, Akkd_f, Aqk_k, Akk_k, Aqk_2, Akk_2, ws
             torch.cuda.empty_cache()
-    hdr = (f"| {'shape':24s} | {'mode':8s} | FLA producer + inter-solve ms | kda intra tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | "
+    hdr = (f"| {'shape':32s} | {'mode':8s} | FLA producer + inter-solve ms | kda intra tf32 ms | speedup | kda TB/s | % copy | kda fp32 ms | "
            f"kda 2 kernels tf32 ms | rel-RMS Aqk / Akk vs FLA | vs kda 2 kernels |")
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|")
     for r in rows:
-        print(f"| {r['shape']:24s} | {r['mode']:8s} | {r['fla_ms']:28.3f} | {r['kda_tf32_ms']:17.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
+        print(f"| {r['shape']:32s} | {r['mode']:8s} | {r['fla_ms']:28.3f} | {r['kda_tf32_ms']:17.3f} | {r['speedup']:6.2f}x | {r['kda_tbps']:8.2f} | "
               f"{r['pct_copy']:5.1f}% | {r['kda_fp32_ms']:11.3f} | {r['kda_two_kernels_tf32_ms']:21.3f} | "
               f"{r['relrms_aqk']:.1e} / {r['relrms_akk']:.1e}{'' if r['untouched_ok'] else ' (UNTOUCHED ENTRIES WRITTEN)'} | "
               f"{r['relrms_two_kernels_aqk']:.1e} / {r['relrms_two_kernels_akk']:.1e} |")
@@ -446,7 +446,7 @@ def main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices):
     from fla.ops.kda.chunk_intra import chunk_kda_fwd_intra as fla_dispatch
     from fla.ops.kda.wy_fast import recompute_w_u_fwd as fla_recompute
     rows = []
-    hdr = (f"| {'shape':24s} | {'mode':8s} | FLA ms | kda + FLA recompute ms | kda one kernel ms | one kernel / FLA | one kernel / kda + recompute | "
+    hdr = (f"| {'shape':32s} | {'mode':8s} | FLA ms | kda + FLA recompute ms | kda one kernel ms | one kernel / FLA | one kernel / kda + recompute | "
            f"one kernel TB/s | % copy | rel-RMS w / u / kg vs kda + recompute | vs FLA |")
     print(hdr)
     print("|" + "|".join("-" * (len(x)) for x in hdr.split("|")[1:-1]) + "|", flush=True)
@@ -498,7 +498,7 @@ def main_dispatch(a, lib, copy_tbps, flush, dev, prepare_chunk_indices):
                      traffic_mb=tb / 1e6, relrms_vs_recompute=d_r, relrms_vs_fla=d_f, aqk_akk_same_bits=same_a)
             r["pct_copy"] = 100 * r["one_tbps"] / copy_tbps
             rows.append(r)
-            print(f"| {name:24s} | {r['mode']:8s} | {t_fla:6.3f} | {t_rec:22.3f} | {t_one:17.3f} | {r['speedup_fla']:15.2f}x | "
+            print(f"| {name:32s} | {r['mode']:8s} | {t_fla:6.3f} | {t_rec:22.3f} | {t_one:17.3f} | {r['speedup_fla']:15.2f}x | "
                   f"{r['speedup_recompute']:27.2f}x | {r['one_tbps']:15.2f} | {r['pct_copy']:5.1f}% | "
                   f"{' / '.join(f'{x:.1e}' for x in d_r)}{'' if same_a else ' (Aqk/Akk DIFFER)'} | {' / '.join(f'{x:.1e}' for x in d_f)} |", flush=True)
             del q, k, g, beta, v, Aqk_k, Akk_k, Aqk_1, Akk_1, w1, u1, kg1, ws
