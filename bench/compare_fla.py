@@ -219,7 +219,7 @@ def main():
     ap.add_argument("--lib", default=".dev/libkda_capi.so")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", metavar="TEXT,TEXT,...", help="only the rows whose name contains one of these")
     ap.add_argument("--k-sweep", default="", metavar="K,K,...",
                     help="the table (either stage) on B8 T4096 H32 bf16 at each of these K instead of the shape list")
     ap.add_argument("--bt", type=int, choices=[32, 64], default=64, help="chunk size of every row (FLA's and kda's)")
@@ -339,7 +339,7 @@ def resolve_shapes(a, shapes):
     for (name, B, T, H, HV, K, dt, lens, graph) in (k_sweep_shapes(a.k_sweep) if a.k_sweep else shapes):
         if BT != 64:
             name += f" BT{BT}"
-        if a.only and a.only not in name:
+        if a.only and not any(o in name for o in a.only.split(",")):
             continue
         if lens == "short":
             lens = short_seqs()
