@@ -11,8 +11,9 @@ checks kda (tf32) against FLA on the entries the step writes, and prints one tab
 (not safe / safe gate), FLA time, kda time, speedup, kda TB/s, % of the copy limit, kda fp32 time.
 Timing: L2 flushed (512 MiB zeroed) before every call, CUDA events around the call, median of
 --reps; B1 T1024 H32 runs as captured CUDA graphs (replay); --bt 32 runs every row at chunk size
-32. Traffic = the unique DRAM bytes a perfect kernel moves (q, k once per q/k head, g, beta, Akkd, Aqk's off-diagonal blocks, Akk's
-lower block triangle); the copy limit is a 2 GiB device-to-device copy measured in the same run.
+32. Traffic = the unique DRAM bytes a perfect kernel moves (q, k once per q/k head, g, beta, Akkd,
+Aqk's off-diagonal blocks, Akk's lower block triangle); the copy limit is a 2 GiB device-to-device
+copy measured in the same run.
 Writes DIR/compare.json and, when matplotlib is present, DIR/compare.png.
 
 --stage intra times the whole intra stage instead: FLA's producer (token-parallel, or the safe-gate

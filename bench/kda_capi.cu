@@ -70,9 +70,10 @@ kda::cuda_backend backend_of(const kda_capi_call* c) {
 template <class F>
 int guarded(const kda_capi_call* c, char* err, int errlen, F&& f) {
     try {
-        // BT = 64 and the backend's K slice (16) only: one config keeps the benchmark's build small
-        if (c->BT != 64) {
-            if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "kda_capi: only BT = 64 is built");
+        // chunk sizes 64 and 32 (kda's two), each at the backend's K slice (16) only: one slice
+        // keeps the benchmark's build small
+        if (c->BT != 64 && c->BT != 32) {
+            if (err != nullptr && errlen > 0) std::snprintf(err, static_cast<std::size_t>(errlen), "kda_capi: BT must be 32 or 64, got %d", c->BT);
             return 2;
         }
         f(lower(c));
@@ -86,7 +87,10 @@ int guarded(const kda_capi_call* c, char* err, int errlen, F&& f) {
 
 extern "C" int kda_capi_inter_solve(const kda_capi_call* c, char* err, int errlen) {
     return guarded(c, err, errlen, [&](const lowered& l) {
-        kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 16>::run(backend_of(c), l.p, l.a);
+        if (c->BT == 32)
+            kda::chunk_kda_inter_solve<kda::cuda_backend, 32, 16, 16>::run(backend_of(c), l.p, l.a);
+        else
+            kda::chunk_kda_inter_solve<kda::cuda_backend, 64, 16, 16>::run(backend_of(c), l.p, l.a);
     });
 }
 
