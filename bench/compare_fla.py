@@ -69,7 +69,7 @@ SHAPES = [  # name, B, T, H, HV, K, dtype, lengths, graph
     ("B8 T4096 H32 K37", 8, 4096, 32, 32, 37, torch.bfloat16, None, False),
     ("B8 T4096 H32 fp16 K37", 8, 4096, 32, 32, 37, torch.float16, None, False),
     # GVA: one column shift serves a q / k head and its value heads' g where K % 4 == 0 (K 100:
-    # maps that join the heads); K 37 stages per thread
+    # maps that join the heads); K 37: q and k through joined maps, g by per-thread copies
     ("GVA B4 T4096 H16 HV32 K100", 4, 4096, 16, 32, 100, torch.bfloat16, None, False),
     ("GVA B4 T4096 H16 HV32 K37", 4, 4096, 16, 32, 37, torch.bfloat16, None, False),
 ]

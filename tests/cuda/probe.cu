@@ -95,7 +95,7 @@ tensor_copies staging_of(const inter_solve_problem& p, const inter_solve_args& h
         maps.template operator()<kda::cuda::fused_intra_step>();
     else
         maps.template operator()<kda::cuda::inter_solve_step>();
-    return {kp.tma, kp.joined};
+    return {kp.tma, kp.joined, kp.joined_g_threads};
 }
 
 copy_widths per_thread_copy_widths(const inter_solve_problem& p, const inter_solve_args& h) {

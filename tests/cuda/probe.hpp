@@ -22,9 +22,10 @@ bool device_has_tensor_copies();
 /// Which staging the kernel of this call would use, decided as its launch decides it
 /// (kda::cuda::make_tma_maps on device copies of `host_args`): `engine`, the tensor copy engine
 /// (else per-thread copies); `joined`, through maps that join each tensor's heads (rows of no
-/// 16-byte multiple). bf16 data and BT = 64; `intra` picks the fused intra kernel.
+/// 16-byte multiple); `g_threads`, g by per-thread copies beside q's and k's joined maps. bf16 data
+/// and BT = 64; `intra` picks the fused intra kernel.
 struct tensor_copies {
-    bool engine = false, joined = false;
+    bool engine = false, joined = false, g_threads = false;
 };
 tensor_copies staging_of(const inter_solve_problem& p, const inter_solve_args& host_args, bool intra);
 

@@ -191,22 +191,27 @@ TEST_CASE("cuda: which staging runs: tensor copies of rows or of joined heads, p
     // copies per thread without it. K = 100, 37 and 255 rows (200, 74, 510 bytes) fit no map of
     // rows; maps that join the heads need 16-byte multiples only of the token strides: K = 100 with
     // 2 heads (400 bytes), K = 37 and 255 with 8 heads (592, 4080 bytes; fp32 g 1184, 8160), not
-    // with 2 (148, 1020 bytes), and not K = 37 with 4 heads of q / k and 8 of g (GVA), where one
-    // shift per head cannot start the boxes of q and g on 16-byte boundaries. Per-thread copies,
-    // where they run: 8 bytes for K = 100 (its fp32 g, 400-byte rows: 16), runs from aligned words
-    // for K = 37 and 255 (g: 4 bytes). Where both runs stage the same columns per slice (maps of
-    // rows, or per-thread copies either way) use_tma = false gives the same bits; joined maps are
-    // checked against float64. The same values one element off their alignment take runs from
-    // aligned words (no map) and give use_tma = false's bits. [intra][tma]: the fused kernel.
+    // with 2 (148, 1020 bytes), nor K = 37 with 4 heads of q / k and 8 of g (GVA; 296-byte q / k
+    // tokens). K = 37 with 8 heads of q / k and 16 of g (GVA; 592-byte q / k tokens): q and k
+    // through joined maps, g by per-thread copies, since one shift per q / k head cannot start g's
+    // boxes on 16-byte boundaries too (the inter-solve kernel; the fused kernel copies all three
+    // per thread there). Per-thread copies, where they run: 8 bytes
+    // for K = 100 (its fp32 g, 400-byte rows: 16), runs from aligned words for K = 37 and 255 (g: 4
+    // bytes). Where both runs stage the same columns per slice (maps of rows, or per-thread copies
+    // either way) use_tma = false gives the same bits; joined maps are checked against float64.
+    // The same values one element off their alignment take runs from aligned words (no map) and
+    // give use_tma = false's bits. [intra][tma]: the fused kernel.
     struct expected {
         std::int64_t K, H, HV;
-        bool maps, joined;
+        bool maps, joined, g_threads;
         int q, g;
     };
     const bool engine = kda::testing::probe::device_has_tensor_copies();
-    for (const expected e : {expected{128, 2, 2, true, false, 16, 16}, expected{100, 2, 2, true, true, 8, 16}, expected{37, 2, 2, false, false, 2, 4},
-                             expected{37, 8, 8, true, true, 2, 4}, expected{37, 4, 8, false, false, 2, 4}, expected{255, 2, 2, false, false, 2, 4},
-                             expected{255, 8, 8, true, true, 2, 4}}) {
+    for (const expected e : {expected{128, 2, 2, true, false, false, 16, 16}, expected{100, 2, 2, true, true, false, 8, 16},
+                             expected{37, 2, 2, false, false, false, 2, 4}, expected{37, 8, 8, true, true, false, 2, 4},
+                             expected{37, 4, 8, false, false, false, 2, 4}, expected{37, 8, 16, true, true, true, 2, 4},
+                             expected{255, 2, 2, false, false, false, 2, 4},
+                             expected{255, 8, 8, true, true, false, 2, 4}}) {
         setup s;
         s.p = make_problem(1, 200, e.H, e.HV, e.K, 64, false, precision::tf32);
         s.seed = 5;
@@ -214,9 +219,12 @@ TEST_CASE("cuda: which staging runs: tensor copies of rows or of joined heads, p
         host_tensor q1 = in.make_output(sentinel), k1 = in.make_output(sentinel);
         INFO(s.describe());
         for (bool intra : {false, true}) {
+            // the fused kernel has no instantiation with g per thread: it copies all three per thread there
+            const bool taken = engine && !(intra && e.g_threads);
             const auto st = kda::testing::probe::staging_of(in.problem, in.args(q1, k1), intra);
-            CHECK(st.engine == (engine && e.maps));
-            CHECK(st.joined == (engine && e.joined));
+            CHECK(st.engine == (taken && e.maps));
+            CHECK(st.joined == (taken && e.joined));
+            CHECK(st.g_threads == (taken && e.g_threads));
         }
         const auto widths = kda::testing::probe::per_thread_copy_widths(in.problem, in.args(q1, k1));
         CHECK(widths.q == e.q);
@@ -251,24 +259,26 @@ TEST_CASE("cuda: which staging runs: tensor copies of rows or of joined heads, p
 TEST_CASE("cuda: maps that join the heads against float64", "[cuda][tma]") {
     // 16-bit rows aligned to 2 bytes (K 37, 255) or 8 (K 36, 100), fp32 rows to 4 (K 63, 255, 1),
     // 8 heads, so that every shift occurs; GVA with K = 100 (16-bit data: joined, shifts 0 and 4;
-    // fp32: maps of rows); tails of T, partial varlen chunks, both BT and precisions, safe gate and
-    // not. On a device with the copy engine these take joined maps (the staging test above checks
-    // which for bf16); elsewhere per-thread copies: checked against float64 either way.
+    // fp32: maps of rows), and GVA with K = 37 (fp32: 63), 8 q / k heads and 16 value heads (q and
+    // k joined, g by per-thread copies); tails of T, partial varlen chunks, both BT and precisions,
+    // safe gate and not. On a device with the copy engine these take joined maps (the staging test
+    // above checks which for bf16); elsewhere per-thread copies: checked against float64 either way.
     std::uint64_t seed = 700;
     for (dtype X : {dtype::bf16, dtype::fp16, dtype::fp32})
         for (int BT : {32, 64})
             for (precision prec : {precision::tf32, precision::fp32})
-                for (int shape = 0; shape < 4; ++shape) {
+                for (int shape = 0; shape < 5; ++shape) {
                     setup s;
                     const bool safe = (shape + BT / 32) % 2 == 0;
                     switch (shape) {
                         case 0: s.p = make_problem(2, BT + 23, 8, 8, X == dtype::fp32 ? 63 : 37, BT, safe, prec); break;
                         case 1: s.p = make_problem(1, 2 * BT + 3, 8, 8, 255, BT, safe, prec); break;
                         case 2: s.p = make_problem(1, 0, 4, 8, 100, BT, safe, prec); break;
+                        case 4: s.p = make_problem(2, BT + 23, 8, 16, X == dtype::fp32 ? 63 : 37, BT, safe, prec); break;
                         default: s.p = make_problem(1, 0, 8, 8, X == dtype::fp32 ? 1 : 36, BT, safe, prec); break;
                     }
                     s.X = X;
-                    if (shape >= 2) s.seqlens = {5, BT + 7, 1, 2 * BT};
+                    if (shape == 2 || shape == 3) s.seqlens = {5, BT + 7, 1, 2 * BT};
                     s.seed = ++seed;
                     INFO(s.describe());
                     const auto in = s.make();

@@ -15,9 +15,10 @@
 // false), q, k, g and Akkd go through the tensor copy engine when each of them can be described by
 // a tensor map (make_tma_maps: a 16-byte aligned base, 16-byte multiples for the strides of the
 // batch, token and head axes, T below 2^31), or, for rows whose length is no multiple of 16 bytes,
-// by maps that join each tensor's heads into one row axis (encode_joined, joined_shifts_agree:
+// by maps that join each tensor's heads into one row axis (encode_joined, joined_qk_agree:
 // 16-byte multiples only for the token and batch strides, e.g. any contiguous layout with a
-// multiple of 8 heads); the maps are encoded on the host for every launch
+// multiple of 8 heads; g by per-thread copies beside them where its boxes would start off a 16-byte
+// boundary, joined_g_agrees); the maps are encoded on the host for every launch
 // (cuTensorMapEncodeTiled, reached through the runtime's driver entry points: no link against
 // libcuda) and travel in the kernel's parameters. Otherwise every thread stages its share with
 // cp.async copies of 16, 8 or 4 bytes, as the rows' alignment allows (per_thread_copy_bytes), or,
@@ -29,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <type_traits>
 #include <cstdint>
 
 #include "../args.hpp"
@@ -184,16 +186,22 @@ inline bool encode_joined(PFN_cuTensorMapEncodeTiled_v12000 enc, CUtensorMap& ma
     return encode_tiled(enc, map, type, 3, t.data, dims, strides, box);
 }
 
-/// Whether one shift per value head serves the joined maps of q, k and g: with q / k's head h
-/// = hv / group, shift = (h s_q) mod (16 / sizeof(X)) must also start k's boxes (h s_k) and g's
-/// (hv s_g, fp32: mod 4) on a 16-byte boundary for every head (s: head_stride). Holds for the
-/// contiguous layouts without GVA, and with GVA where K is a multiple of 4.
-inline bool joined_shifts_agree(const inter_solve_args& a, std::int64_t group) {
+/// Whether one shift per q / k head serves the joined maps of q and k: with head stride s (head_stride),
+/// shift = (h s_q) mod (16 / sizeof(X)) must also start k's boxes (h s_k) on a 16-byte boundary.
+inline bool joined_qk_agree(const inter_solve_args& a) {
     const std::int64_t ex = 16 / size_of(a.q.type);  // columns per 16 bytes of q and k
     const std::int64_t sq = a.q.shape[2] > 1 ? head_stride(a.q) : 0, sk = a.k.shape[2] > 1 ? head_stride(a.k) : 0;
+    return (sq - sk) % ex == 0;
+}
+
+/// Whether that shift, with q / k's head h = hv / group, also starts g's boxes (hv s_g, fp32:
+/// mod 4) on a 16-byte boundary for every value head hv. Holds for the contiguous layouts without
+/// GVA, and with GVA where K is a multiple of 4; elsewhere g is staged per thread beside q's and
+/// k's joined maps (kernel_params::joined_g_threads).
+inline bool joined_g_agrees(const inter_solve_args& a, std::int64_t group) {
+    const std::int64_t sq = a.q.shape[2] > 1 ? head_stride(a.q) : 0;
     const std::int64_t sg = a.g.shape[2] > 1 ? head_stride(a.g) : 0;
-    if ((sq - sk) % ex != 0) return false;
-    // g: hv s_g = (h group + j) s_g must equal h s_q modulo 4 for every h and j < group
+    // hv s_g = (h group + j) s_g must equal h s_q modulo 4 for every h and j < group
     if (group == 1) return (sg - sq) % 4 == 0;
     return sg % 4 == 0 && sq % 4 == 0;
 }
@@ -208,24 +216,31 @@ inline bool device_supports_tma() {
     return major >= 9;
 }
 
-/// Fills kp.tm and sets kp.tma where the copy engine can stage every tensor the kernel reads in
+/// Fills kp.tm and sets kp.tma where the copy engine can stage the tensors the kernel reads in
 /// slices (q, k, g; Akkd too where the step reads it): maps of q's, k's and g's rows, or else
-/// maps that join each one's heads (kp.joined), where one shift per head serves all three.
+/// maps that join each one's heads (kp.joined), where one shift per q / k head serves q and k;
+/// g through its joined map where the same shift serves it, else, for the inter-solve step, by
+/// per-thread copies (kp.joined_g_threads; the fused steps then copy all three per thread).
 template <class X, class Traits, class Step>
 void make_tma_maps(kernel_params<X>& kp, const cuda_backend& be, const inter_solve_args& a) {
-    kp.tma = kp.joined = false;
+    kp.tma = kp.joined = kp.joined_g_threads = false;
     if (!be.use_tma || !device_supports_tma()) return;
     const auto enc = tensor_map_encoder();
     bool ok = encode_rows(enc, kp.tm.q, a.q, Traits::BK, Traits::BT) && encode_rows(enc, kp.tm.k, a.k, Traits::BK, Traits::BT) &&
               encode_rows(enc, kp.tm.g, a.g, Traits::BK, Traits::BT);
-    if (!ok && joined_shifts_agree(a, kp.group)) {
+    // g per thread beside joined q / k maps: only the inter-solve step has that kernel
+    constexpr bool g_threads_kernel = std::is_same_v<Step, inter_solve_step>;
+    const bool g_map = !ok && joined_g_agrees(a, kp.group);
+    if (!ok && joined_qk_agree(a) && (g_map || g_threads_kernel)) {
         ok = encode_joined(enc, kp.tm.q, a.q, Traits::BK, Traits::BT) && encode_joined(enc, kp.tm.k, a.k, Traits::BK, Traits::BT) &&
-             encode_joined(enc, kp.tm.g, a.g, Traits::BK, Traits::BT);
+             (!g_map || encode_joined(enc, kp.tm.g, a.g, Traits::BK, Traits::BT));
         kp.joined = ok;
+        kp.joined_g_threads = !g_map;
     }
     if (Step::reads_akkd) ok = ok && encode_rows(enc, kp.tm.akkd, a.Akkd, Traits::BC, Traits::BT);
     kp.tma = ok;
     kp.joined = kp.joined && ok;
+    kp.joined_g_threads = kp.joined_g_threads && kp.joined;
 }
 
 /// Launches the chunk kernel for validated arguments: Step = inter_solve_step (called by
@@ -250,6 +265,8 @@ void launch_chunk_kernel(const cuda_backend& be, const inter_solve_problem& p, c
     make_tma_maps<X, traits, Step>(kp, be, a);
 
     auto* kernel = &chunk_kernel<X, Cfg, Mode, Step>;
+    if constexpr (std::is_same_v<Step, inter_solve_step>)
+        if (kp.joined_g_threads) kernel = &chunk_kernel<X, Cfg, Mode, inter_solve_g_threads_step>;
     constexpr int smem = traits::smem_bytes;
     if constexpr (smem > 48 * 1024) KDA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const auto grid_size = static_cast<unsigned>(items < INT_MAX ? items : INT_MAX);

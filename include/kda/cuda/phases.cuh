@@ -367,15 +367,17 @@ struct chunk_item {
     /// columns are the head's k0 - shift .. + BK - 1, the box of head h at column h s + k0 - shift
     /// (s: the tensor's head stride), on a 16-byte boundary; mask_columns zeroes what lies outside
     /// the head's K.
-    template <bool Joined>
+    /// GMap = false (Step::g_threads): q and k alone by the copy engine (g: stage_g_threads).
+    template <bool Joined, bool GMap>
     __device__ void stage_slice_tma(int st, int k0, int shift) const {
+        static_assert(Joined || GMap, "The maps of rows copy g too.");
         if (tid != 0) return;
         const int t = static_cast<int>(token(0)), b = static_cast<int>(c.b);
-        mbar_arrive_expect_tx(s_bar(st), traits::staging_bytes);
+        mbar_arrive_expect_tx(s_bar(st), GMap ? traits::staging_bytes : 2 * traits::x_bytes);
         if constexpr (Joined) {
             tma_load_3d(s_q(st), &kp.tm.q, static_cast<int>(h * P.q_s.h + k0 - shift), t, b, s_bar(st));
             tma_load_3d(s_k(st), &kp.tm.k, static_cast<int>(h * P.k_s.h + k0 - shift), t, b, s_bar(st));
-            tma_load_3d(s_g(st), &kp.tm.g, static_cast<int>(hv * P.g_s.h + k0 - shift), t, b, s_bar(st));
+            if constexpr (GMap) tma_load_3d(s_g(st), &kp.tm.g, static_cast<int>(hv * P.g_s.h + k0 - shift), t, b, s_bar(st));
         } else {
             (void)shift;
             tma_load_4d(s_q(st), &kp.tm.q, k0, static_cast<int>(h), t, b, s_bar(st));
@@ -384,10 +386,32 @@ struct chunk_item {
         }
     }
 
-    /// Joined maps: zeroes the columns of staged slice st outside [lo, hi) (q, k and g, every
-    /// row), the neighbouring heads' data in a slice that starts before the head's first column or
-    /// reaches past its K. With g = 0 there, every factor the build forms in those columns is 2^0
-    /// and every operand 0. Ordered before the copy engine's next writes to the stage.
+    /// Joined maps with g staged per thread: columns [k0s, k0s + BK) of value head hv's g rows
+    /// (k0s = 16 s - shift, the columns of q's and k's boxes) by 4-byte cp.async copies, rows past
+    /// the chunk's end and columns outside [0, K) zero-filled (what mask_columns does for g
+    /// otherwise). Each thread's copies sit in the same column of every slice; the caller commits.
+    __device__ void stage_g_threads(int st, std::int64_t k0s) const {
+        static_assert(threads % BK == 0, "A thread's g copies must stay in one column.");
+        constexpr int RPI = threads / BK;
+        const int r0 = tid / BK, col = tid % BK;
+        const std::int64_t kc = k0s + col;
+        const bool col_ok = kc >= 0 && kc < P.K;
+        const float* p = P.g + (P.g_s.at(c.b, token(r0), hv) + kc);
+        const std::int64_t step = RPI * P.g_s.t;
+        float* dst = s_g(st) + r0 * g_ld + col;
+#pragma unroll
+        for (int r = r0; r < BT; r += RPI, p += step, dst += RPI * g_ld) {
+            const bool ok = col_ok && r < c.n;
+            cp_async_bytes<4>(dst, ok ? p : P.g, ok ? 4 : 0);
+        }
+    }
+
+    /// Joined maps: zeroes the columns of staged slice st outside [lo, hi) (q, k and, unless it
+    /// was staged per thread, g; every row), the neighbouring heads' data in a slice that starts
+    /// before the head's first column or reaches past its K. With g = 0 there, every factor the
+    /// build forms in those columns is 2^0 and every operand 0. Ordered before the copy engine's
+    /// next writes to the stage.
+    template <bool MaskG>
     __device__ void mask_columns(int st, int lo, int hi) const {
         X* sq = s_q(st);
         X* sk = s_k(st);
@@ -398,7 +422,7 @@ struct chunk_item {
             if (col >= lo && col < hi) continue;
             sq[r * x_ld + col] = X{};
             sk[r * x_ld + col] = X{};
-            sg[r * g_ld + col] = 0.f;
+            if constexpr (MaskG) sg[r * g_ld + col] = 0.f;
         }
         fence_proxy_async();
     }
@@ -675,33 +699,48 @@ struct chunk_item {
             // of s - 1): before waiting for s, or (late_copies) after the first barrier of s, beside
             // warp 0's share of the build rather than after its products. Joined maps (their own
             // copy of the loop, so that the maps of rows keep their code): the head's columns run
-            // from shift to K + shift in the slices, the first and last slices masked.
-            auto pipeline = [&]<bool Joined>() {
+            // from shift to K + shift in the slices, the first and last slices masked. GThreads
+            // (the step's own instantiation, Step::g_threads): q and k through joined maps, g's
+            // slices from per-thread copies, one cp.async group per slice issued (empty past the
+            // last), waited for beside the slice's mbarrier.
+            auto pipeline = [&]<bool Joined, bool GThreads>() {
                 constexpr bool late = traits::tune.late_copies;
                 const int shift = Joined ? static_cast<int>((h * P.q_s.h) & (16 / static_cast<int>(sizeof(X)) - 1)) : 0;
                 const std::int64_t kend = P.K + shift;
                 const int nslices = static_cast<int>((kend + BK - 1) / BK);
-                for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma<Joined>(s, s * BK, shift);
+                // g's copies of slice s (GThreads): one group per slice, empty past the last
+                auto issue_g = [&](int s) {
+                    if (s < nslices) stage_g_threads(s % S, static_cast<std::int64_t>(s) * BK - shift);
+                    cp_async_commit();
+                };
+                for (int s = 0; s < S - 1 && s < nslices; ++s) stage_slice_tma<Joined, !GThreads>(s, s * BK, shift);
+                if constexpr (GThreads)
+                    for (int s = 0; s < S - 1; ++s) issue_g(s);
                 for (int s = 0; s < nslices; ++s) {
                     auto next = [&] {
-                        if (s + S - 1 < nslices) stage_slice_tma<Joined>((s + S - 1) % S, (s + S - 1) * BK, shift);
+                        if (s + S - 1 < nslices) stage_slice_tma<Joined, !GThreads>((s + S - 1) % S, (s + S - 1) * BK, shift);
                     };
                     if constexpr (!late) next();
+                    if constexpr (GThreads) issue_g(s + S - 1);  // outside consume: the stage is free since the middle barrier of s - 1
                     wait_bar(ps, s % S);  // the copies of slice s have landed
                     if constexpr (Joined) {
+                        if constexpr (GThreads) cp_async_wait<S - 1>();  // this thread's g copies of slice s
                         const std::int64_t hi = kend - static_cast<std::int64_t>(s) * BK;
                         const int lo = s == 0 ? shift : 0;
-                        if (lo > 0 || hi < BK) mask_columns(s % S, lo, hi < BK ? static_cast<int>(hi) : BK);  // before consume's first barrier
+                        if (lo > 0 || hi < BK) mask_columns<!GThreads>(s % S, lo, hi < BK ? static_cast<int>(hi) : BK);  // before consume's first barrier
                     }
                     consume(s, kend, [&] {
                         if constexpr (late) next();
                     });
                 }
+                if constexpr (GThreads) cp_async_wait<0>();  // the empty groups past the last slice
             };
-            if (kp.joined)
-                pipeline.template operator()<true>();
+            if constexpr (Step::g_threads)
+                pipeline.template operator()<true, true>();
+            else if (kp.joined)
+                pipeline.template operator()<true, false>();
             else
-                pipeline.template operator()<false>();
+                pipeline.template operator()<false, false>();
             // the next item's first copies wait for the kernel loop's fence + barrier
         } else {
             const int nslices = static_cast<int>((P.K + BK - 1) / BK);

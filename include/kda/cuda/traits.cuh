@@ -25,12 +25,21 @@ struct inter_solve_step {
     static constexpr bool diagonal_blocks = false;  // phase 1 computes the off-diagonal blocks only
     static constexpr bool reads_akkd = true;        // phase 3 inverts Akkd's blocks
     static constexpr bool wy = false;               // no phase 6
+    static constexpr bool g_threads = false;        // g through the copy engine where q and k go (below)
+};
+/// The inter-solve step for joined q / k maps beside g staged by per-thread copies
+/// (kernel_params::joined_g_threads): its own instantiation, so that the kernel of every other
+/// layout keeps its code and registers (the loop in the same kernel cost that kernel's maps of rows
+/// one more spilled value per K slice).
+struct inter_solve_g_threads_step : inter_solve_step {
+    static constexpr bool g_threads = true;
 };
 struct fused_intra_step {
     static constexpr tuning::kernel_step id = tuning::kernel_step::fused_intra;
     static constexpr bool diagonal_blocks = true;  // phase 1 computes the diagonal blocks too (L_ss, Aqk_ss)
     static constexpr bool reads_akkd = false;
     static constexpr bool wy = false;
+    static constexpr bool g_threads = false;  // no instantiation with g per thread: per-thread copies of all three instead
 };
 /// The fused step with phase 6, the WY outputs (kernel_params::wy): its own instantiation, so that
 /// the kernel without them keeps its code (the same tuning row as fused_intra_step).
@@ -67,6 +76,12 @@ struct kernel_params {
     bool vec_out = false;   // Aqk and Akk take 16-byte stores of 8 (2-byte X) or 4 (fp32) elements
     bool vec_akkd = false;  // Akkd rows may be copied as 16-byte vectors
     wy_params<X> wy{};      // the intra stage's optional WY outputs (phase 6); none by default
+    // read by the launch, not the kernel: with joined, g is staged by per-thread 4-byte copies into
+    // the same columns [16 s - shift, 16 s - shift + 16) of its value head, zero-filled outside
+    // [0, K), where one shift does not start g's boxes on 16-byte boundaries too (GVA with K not a
+    // multiple of 4: launch.cuh, joined_g_agrees); the copies complete with the slice's barrier.
+    // Set for the inter-solve step only, which then launches inter_solve_g_threads_step's kernel.
+    bool joined_g_threads = false;
 };
 /// The fused intra stage's factorisation bound (log2): a sub-chunk whose gates stay within
 /// intra_factor_bound of its first and last rows (|g - gn_m| and |gl_m - g| on every valid row
