@@ -30,8 +30,8 @@
 #include <cuda_runtime.h>
 
 #include <climits>
-#include <type_traits>
 #include <cstdint>
+#include <type_traits>
 
 #include "../args.hpp"
 #include "../intra.hpp"
