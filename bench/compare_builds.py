@@ -1,9 +1,9 @@
 """bench/compare_builds.py: two builds of kda_capi side by side in one process, kda only (no FLA):
 the inter-solve step and the fused intra stage (tf32) on B8 T4096 H32 bf16 at each K, both gate
-modes, L2 flushed, median of 30, the builds alternating per case; also whether their outputs are
-bit-identical.
+modes, at chunk size BT (default 64), L2 flushed, median of 30, the builds alternating per case;
+also whether their outputs are bit-identical.
 
-    python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255
+    python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255 [BT]
 """
 import os, sys
 
@@ -13,12 +13,15 @@ import compare_fla as cf  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
+    if len(sys.argv) == 5:
+        cf.BT = int(sys.argv[4])
+        cf.NC = cf.BT // cf.BC
     libs = [cf.load_capi(p) for p in sys.argv[1:3]]
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     B, T, H = 8, 4096, 32
-    print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}")
+    print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}  BT {cf.BT}")
     print("| K | mode | step A ms | step B ms | B/A | intra A ms | intra B ms | B/A | step bits equal | intra bits equal |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for K in [int(x) for x in sys.argv[3].split(",")]:

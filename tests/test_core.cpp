@@ -1,5 +1,6 @@
 // tests/test_core.cpp: host-only unit tests of the core (no backend): varlen mapping, tile
-// configuration, layout checks, dtype tables, the reference's own consistency.
+// configuration, layout checks, dtype tables, the CUDA tuning table's row choice, the reference's
+// own consistency.
 #include <kda/reference/host_tensor.hpp>
 #include <kda/intra.hpp>
 #include <kda/params.hpp>
@@ -9,6 +10,7 @@
 #include <kda/detail/blocks.hpp>
 #include <kda/detail/merge.hpp>
 #include <kda/varlen.hpp>
+#include <kda/cuda/tuning.hpp>  // host-parsable: the CUDA backend's tuning table
 
 #include <Eigen/Dense>
 
@@ -340,4 +342,40 @@ TEST_CASE("reference: (I + L) Akk = I and Aqk causal structure in float64", "[co
         for (std::size_t i = 0; i < r.Akk.size(); ++i)
             if (r.akk_written[i]) REQUIRE(std::abs(r.Akk[i]) <= 1.0 + 1e-12);
     }
+}
+
+TEST_CASE("CUDA tuning table: the newest row arch not above the target, then the row of the chunk size over the any-size row", "[core][tuning]") {
+    using namespace kda::cuda::tuning;
+    for (kernel_step s : {kernel_step::inter_solve, kernel_step::fused_intra})
+        for (kda::precision p : {kda::precision::tf32, kda::precision::fp32})
+            for (int bt : {32, 64})
+                for (int arch : {80, 86, 90, 100}) {
+                    CAPTURE(static_cast<int>(s), static_cast<int>(p), bt, arch);
+                    const kernel_choice& c = choice(s, p, bt, arch);
+                    REQUIRE(c.step == s);
+                    REQUIRE(c.solve_precision == p);
+                    CHECK(c.arch <= arch);
+                    CHECK((c.bt == 0 || c.bt == bt));
+                    // no row it passed over was eligible and better
+                    for (const kernel_choice& o : table) {
+                        if (o.step != s || o.solve_precision != p || o.arch > arch || (o.bt != 0 && o.bt != bt)) continue;
+                        CHECK(o.arch <= c.arch);
+                        if (o.arch == c.arch && o.bt == bt) CHECK(c.bt == bt);
+                    }
+                    // every row of a (step, precision) launches with one layout (the host reads it)
+                    const kernel_choice& any = choice(s, p, 0, 90);
+                    CHECK(c.k_slice == any.k_slice);
+                    CHECK(c.stages == any.stages);
+                    CHECK(c.warps == any.warps);
+                    CHECK(c.min_blocks >= 1);
+                }
+    // the chunk-size-32 rows: more blocks per SM than the any-size rows (BT 32 halves the shared
+    // memory of a block); chunk size 64 reads the any-size rows
+    for (kernel_step s : {kernel_step::inter_solve, kernel_step::fused_intra})
+        for (kda::precision p : {kda::precision::tf32, kda::precision::fp32}) {
+            CHECK(choice(s, p, 32, 90).bt == 32);
+            CHECK(choice(s, p, 64, 90).bt == 0);
+            CHECK(choice(s, p, 32, 90).min_blocks > choice(s, p, 64, 90).min_blocks);
+            CHECK(choice(s, p, 32, 80).arch == 80);
+        }
 }

@@ -68,8 +68,8 @@ struct cuda_backend {
     /// The K slice the runtime entry points instantiate: the tuning table's (tuning.hpp; the same
     /// for both precisions, as kda::inter_solve picks BK before the precision). An explicit
     /// chunk_kda_inter_solve<cuda_backend, BT, 16, BK> may also take BK = 32.
-    static constexpr int k_slice = cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::tf32).k_slice;
-    static_assert(k_slice == cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::fp32).k_slice,
+    static constexpr int k_slice = cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::tf32, 0).k_slice;
+    static_assert(k_slice == cuda::tuning::choice(cuda::tuning::kernel_step::inter_solve, precision::fp32, 0).k_slice,
                   "Both precisions of the inter-solve step must share the K slice.");
     using k_slices = int_list<k_slice>;
     static constexpr int default_bk(std::int64_t) { return k_slice; }

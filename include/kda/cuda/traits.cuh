@@ -98,7 +98,7 @@ constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 template <class X, class Cfg, class Step, precision P>
 struct kernel_traits {
     using config = Cfg;
-    static constexpr tuning::kernel_choice tune = tuning::choice(Step::id, P);
+    static constexpr tuning::kernel_choice tune = tuning::choice(Step::id, P, Cfg::BT);
     static constexpr int BT = Cfg::BT, BC = Cfg::BC, NC = Cfg::NC, NPAIR = Cfg::NPAIR, BK = Cfg::BK;
     static constexpr int D = Step::diagonal_blocks ? 1 : 0;  // diagonal blocks in phase 1
     static constexpr int stages = tune.stages;

@@ -1,5 +1,5 @@
 // kda/cuda/tuning.hpp: the chunk kernel's tuning choices, as data: one row per (step, precision,
-// architecture), each with the reason for its values.
+// architecture, chunk size), each with the reason for its values.
 //
 // No choice in this table changes a result bit: the K slice only cuts the k8 steps of one
 // sequential accumulation into groups, the pipeline depth, warp count and copy placement only
@@ -8,6 +8,7 @@
 // (The one accuracy trade-off of the kernel, three partial products per k8 step in the fp32
 // mode, is part of that mode's definition: mma.cuh.)
 //
+//   bt           the chunk size BT the row is for; 0: any (a row of the exact chunk size wins)
 //   k_slice      K columns staged per pipeline stage: the K slice of kda::inter_solve and
 //                kda::chunk_kda_intra on this backend (cuda_backend::default_bk)
 //   stages       depth of the copy pipeline over K slices
@@ -19,10 +20,12 @@
 //   flat_units   the products over K as one branch-free sequence of unit slots
 //   flat_build   the operand build as one branch-free sequence per task
 //
-// The sm_90 rows were measured on an H200 (bf16, K = 128, Google Benchmark with L2 flushed,
-// every candidate beside the kernel of its time in the same call; docs/PERFORMANCE.md, "Tuning
-// in effect" and "Measured and dropped"); every large benchmark shape ranked the candidates the
-// same way. The sm_80 rows repeat them: no sm_80 device was measured. A candidate is measured by
+// The sm_90 rows for any chunk size were measured on an H200 (bf16, K = 128, Google Benchmark with
+// L2 flushed, every candidate beside the kernel of its time in the same call; docs/PERFORMANCE.md,
+// "Tuning in effect" and "Measured and dropped"); every large benchmark shape ranked the candidates
+// the same way. The chunk-size-32 rows were measured on an H100 (bench/compare_fla.py --bt 32, bf16,
+// every candidate's library in the same call). The sm_80 rows repeat the sm_90 ones: no sm_80
+// device was measured. A candidate is measured by
 // building a benchmark binary from a copy of the headers with the row edited
 // (bench/build_device_bins.sh takes one include directory per variant).
 #pragma once
@@ -38,25 +41,38 @@ struct kernel_choice {
     kernel_step step;
     precision solve_precision;
     int arch;  // compute capability x 10 of the rows' targets: 80 (sm_80 .. sm_89), 90 (sm_90 and later)
+    int bt;    // chunk size of the row; 0: any
     int k_slice, stages, warps, min_blocks;
     bool merge4, late_copies, flat_units, flat_build;
     const char* why;
 };
 
 inline constexpr kernel_choice table[] = {
-    // step                       precision        arch  K  st  w  blk  merge4 late   flat_u flat_b
-    {kernel_step::inter_solve, precision::tf32, 90, 16, 3, 4, 5, true, true, false, false,
+    // step                       precision        arch BT  K  st  w  blk  merge4 late   flat_u flat_b
+    {kernel_step::inter_solve, precision::tf32, 90, 0, 16, 3, 4, 5, true, true, false, false,
      "449 / 346 us on B8 T4096 H32 / B1 T8192 H96 (2 stages with early copies 457 / 354; flat units 1-3% slower: spills at 96 registers)"},
-    {kernel_step::inter_solve, precision::fp32, 90, 16, 2, 4, 5, false, false, true, false,
+    {kernel_step::inter_solve, precision::fp32, 90, 0, 16, 2, 4, 5, false, false, true, false,
      "602 / 459 us (K slice 32 at 4 blocks: 636 / 483; late copies 1-2% slower; the 2 x 2 merge 5-7% slower on short sequences)"},
-    {kernel_step::fused_intra, precision::tf32, 90, 16, 3, 4, 4, true, true, false, true,
+    {kernel_step::fused_intra, precision::tf32, 90, 0, 16, 3, 4, 4, true, true, false, true,
      "593 / 453 us (guarded build 596 / 455; 5 blocks at 96 registers 18-24% slower)"},
-    {kernel_step::fused_intra, precision::fp32, 90, 16, 3, 4, 4, false, true, true, true,
+    {kernel_step::fused_intra, precision::fp32, 90, 0, 16, 3, 4, 4, false, true, true, true,
      "819 / 620 us (guarded units 862 / 654)"},
-    {kernel_step::inter_solve, precision::tf32, 80, 16, 3, 4, 5, true, true, false, false, "not measured on sm_80: the sm_90 row"},
-    {kernel_step::inter_solve, precision::fp32, 80, 16, 2, 4, 5, false, false, true, false, "not measured on sm_80: the sm_90 row"},
-    {kernel_step::fused_intra, precision::tf32, 80, 16, 3, 4, 4, true, true, false, true, "not measured on sm_80: the sm_90 row"},
-    {kernel_step::fused_intra, precision::fp32, 80, 16, 3, 4, 4, false, true, true, true, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::tf32, 90, 32, 16, 3, 4, 7, true, true, false, false,
+     "BT 32, H100: 453 / 354 us safe on B8 T4096 H32 / B1 T8192 H96 (5 blocks 487 / 386; 6: 455 / 355, K 37 285 against 254; 8: 508 / 392), 72 registers"},
+    {kernel_step::inter_solve, precision::fp32, 90, 32, 16, 2, 4, 7, false, false, true, false,
+     "BT 32, H100: 489 / 385 us safe (5 blocks 564 / 436; 6: 531 / 407), 72 registers and no spills"},
+    {kernel_step::fused_intra, precision::tf32, 90, 32, 16, 3, 4, 7, true, true, false, true,
+     "BT 32, H100: 552 / 422 us safe (4 blocks 675 / 520; 5: 621 / 474; 6: 566 / 435)"},
+    {kernel_step::fused_intra, precision::fp32, 90, 32, 16, 3, 4, 6, false, true, true, true,
+     "BT 32, H100: 737 / 572 us safe (4 blocks 799 / 606; 7: 756 / 571)"},
+    {kernel_step::inter_solve, precision::tf32, 80, 0, 16, 3, 4, 5, true, true, false, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::fp32, 80, 0, 16, 2, 4, 5, false, false, true, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::fused_intra, precision::tf32, 80, 0, 16, 3, 4, 4, true, true, false, true, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::fused_intra, precision::fp32, 80, 0, 16, 3, 4, 4, false, true, true, true, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::tf32, 80, 32, 16, 3, 4, 7, true, true, false, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::fp32, 80, 32, 16, 2, 4, 7, false, false, true, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::fused_intra, precision::tf32, 80, 32, 16, 3, 4, 7, true, true, false, true, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::fused_intra, precision::fp32, 80, 32, 16, 3, 4, 6, false, true, true, true, "not measured on sm_80: the sm_90 row"},
 };
 
 /// The architecture row this compilation pass reads: its target in device code, sm_90 in host
@@ -69,16 +85,21 @@ constexpr int compiled_arch() {
 #endif
 }
 
-/// The row of (step, precision, arch); arch = the largest row arch not above the target.
-constexpr const kernel_choice& choice(kernel_step s, precision p, int arch = compiled_arch()) {
+/// The row of (step, precision, chunk size, arch): the largest row arch not above the target,
+/// and of its rows the one of this chunk size if there is one, else the one for any (bt 0).
+constexpr const kernel_choice& choice(kernel_step s, precision p, int bt, int arch = compiled_arch()) {
     const kernel_choice* best = nullptr;
+    auto rank = [bt](const kernel_choice& c) { return c.arch * 2 + (c.bt == bt ? 1 : 0); };
     for (const kernel_choice& c : table)
-        if (c.step == s && c.solve_precision == p && c.arch <= arch && (best == nullptr || c.arch > best->arch)) best = &c;
-    return *best;  // every (step, precision) has an arch-80 row (static_asserts below)
+        if (c.step == s && c.solve_precision == p && c.arch <= arch && (c.bt == 0 || c.bt == bt) &&
+            (best == nullptr || rank(c) > rank(*best)))
+            best = &c;
+    return *best;  // every (step, precision) has an arch-80 row for any chunk size (static_asserts below)
 }
 
 /// The host launches with the layout of the sm_90 row: every row of a (step, precision) must
-/// agree on it (K slice, stages and warps fix the shared memory and the block size).
+/// agree on it (K slice, stages and warps fix the shared memory and the block size; the K slice
+/// is also the backend's default BK for every chunk size).
 constexpr bool same_layout_on_every_arch() {
     for (const kernel_choice& a : table)
         for (const kernel_choice& b : table)
@@ -91,12 +112,12 @@ constexpr bool has_every_row() {
     for (kernel_step s : {kernel_step::inter_solve, kernel_step::fused_intra})
         for (precision p : {precision::tf32, precision::fp32}) {
             bool found = false;
-            for (const kernel_choice& c : table) found = found || (c.step == s && c.solve_precision == p && c.arch == 80);
+            for (const kernel_choice& c : table) found = found || (c.step == s && c.solve_precision == p && c.arch == 80 && c.bt == 0);
             if (!found) return false;
         }
     return true;
 }
-static_assert(has_every_row(), "The tuning table needs an arch-80 row for every (step, precision).");
+static_assert(has_every_row(), "The tuning table needs an arch-80 row for any chunk size for every (step, precision).");
 static_assert(same_layout_on_every_arch(), "The rows of one (step, precision) must share K slice, stages and warps (the host launches them).");
 
 }  // namespace kda::cuda::tuning
