@@ -163,7 +163,7 @@ struct kernel_traits {
     static_assert((t_ld * 4) % 16 == 0 && (off_ai * 4) % 16 == 0 && (tile_floats * 4) % 16 == 0, "Tile rows must be 16-byte aligned (float4 row loads).");
     static_assert((stages * staging_bytes) % 16 == 0, "The built operands must start 16-byte aligned.");
     static_assert(NC <= 8, "The flag word holds one bit per sub-chunk.");
-    static_assert(warps * 8 == wy_cols, "Phase 6 gives each warp 8 columns of a 32-column slice.");
+    static_assert(!Step::wy || warps * 8 == wy_cols, "Phase 6 gives each warp 8 columns of a 32-column slice.");
     static_assert(NC * (NC + 1) / 2 * 2 * 32 * 4 <= (NC + NPAIR) * tile_floats, "Phase 6's A fragments fit in the Ai tiles.");
     static_assert(off_wy_bytes >= tiles_bytes || off_wy_bytes + wy_bytes <= off_ai * 4, "Phase 6's buffers stay clear of the Ai tiles.");
 };

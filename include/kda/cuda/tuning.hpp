@@ -12,7 +12,7 @@
 //   k_slice      K columns staged per pipeline stage: the K slice of kda::inter_solve and
 //                kda::chunk_kda_intra on this backend (cuda_backend::default_bk)
 //   stages       depth of the copy pipeline over K slices
-//   warps        warps per block
+//   warps        warps per block (4 wherever phase 6, the WY outputs, runs: 8 columns each)
 //   min_blocks   __launch_bounds__ minimum resident blocks per SM (caps registers at
 //                65536 / (32 warps min_blocks))
 //   merge4       the merge of whole four-sub-chunk chunks as a 2 x 2 block inverse (phases.cuh)
@@ -57,10 +57,12 @@ inline constexpr kernel_choice table[] = {
      "593 / 453 us (guarded build 596 / 455; 5 blocks at 96 registers 18-24% slower)"},
     {kernel_step::fused_intra, precision::fp32, 90, 0, 16, 3, 4, 4, false, true, true, true,
      "819 / 620 us (guarded units 862 / 654)"},
-    {kernel_step::inter_solve, precision::tf32, 90, 32, 16, 3, 4, 7, true, true, false, false,
-     "BT 32, H100: 453 / 354 us safe on B8 T4096 H32 / B1 T8192 H96 (5 blocks 487 / 386; 6: 455 / 355, K 37 285 against 254; 8: 508 / 392), 72 registers"},
-    {kernel_step::inter_solve, precision::fp32, 90, 32, 16, 2, 4, 7, false, false, true, false,
-     "BT 32, H100: 489 / 385 us safe (5 blocks 564 / 436; 6: 531 / 407), 72 registers and no spills"},
+    {kernel_step::inter_solve, precision::tf32, 90, 32, 16, 3, 2, 10, true, true, false, false,
+     "BT 32, H100: 447 / 345 us safe on B8 T4096 H32 / B1 T8192 H96; at K 37 210 us (4 warps at 7 blocks: 453 / 354, K 37 254; "
+     "2 warps at 12 blocks 454 / 352, K 37 221; 4 warps at 5, 6, 8 blocks: 487 / 386, 455 / 355, 508 / 392)"},
+    {kernel_step::inter_solve, precision::fp32, 90, 32, 16, 2, 2, 12, false, false, true, false,
+     "BT 32, H100: 464 / 351 us safe (4 warps at 7 blocks 490 / 386; 2 warps at 10 blocks 450 / 348, but 3-9% slower on 12 of "
+     "15 not-safe rows; 4 warps at 5, 6 blocks: 564 / 436, 531 / 407)"},
     {kernel_step::fused_intra, precision::tf32, 90, 32, 16, 3, 4, 7, true, true, false, true,
      "BT 32, H100: 552 / 422 us safe (4 blocks 675 / 520; 5: 621 / 474; 6: 566 / 435)"},
     {kernel_step::fused_intra, precision::fp32, 90, 32, 16, 3, 4, 6, false, true, true, true,
@@ -69,8 +71,8 @@ inline constexpr kernel_choice table[] = {
     {kernel_step::inter_solve, precision::fp32, 80, 0, 16, 2, 4, 5, false, false, true, false, "not measured on sm_80: the sm_90 row"},
     {kernel_step::fused_intra, precision::tf32, 80, 0, 16, 3, 4, 4, true, true, false, true, "not measured on sm_80: the sm_90 row"},
     {kernel_step::fused_intra, precision::fp32, 80, 0, 16, 3, 4, 4, false, true, true, true, "not measured on sm_80: the sm_90 row"},
-    {kernel_step::inter_solve, precision::tf32, 80, 32, 16, 3, 4, 7, true, true, false, false, "not measured on sm_80: the sm_90 row"},
-    {kernel_step::inter_solve, precision::fp32, 80, 32, 16, 2, 4, 7, false, false, true, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::tf32, 80, 32, 16, 3, 2, 10, true, true, false, false, "not measured on sm_80: the sm_90 row"},
+    {kernel_step::inter_solve, precision::fp32, 80, 32, 16, 2, 2, 12, false, false, true, false, "not measured on sm_80: the sm_90 row"},
     {kernel_step::fused_intra, precision::tf32, 80, 32, 16, 3, 4, 7, true, true, false, true, "not measured on sm_80: the sm_90 row"},
     {kernel_step::fused_intra, precision::fp32, 80, 32, 16, 3, 4, 6, false, true, true, true, "not measured on sm_80: the sm_90 row"},
 };
@@ -97,15 +99,17 @@ constexpr const kernel_choice& choice(kernel_step s, precision p, int bt, int ar
     return *best;  // every (step, precision) has an arch-80 row for any chunk size (static_asserts below)
 }
 
-/// The host launches with the layout of the sm_90 row: every row of a (step, precision) must
-/// agree on it (K slice, stages and warps fix the shared memory and the block size; the K slice
-/// is also the backend's default BK for every chunk size).
+/// The host launches with the layout of the sm_90 row: every row of a (step, precision, chunk
+/// size) must agree on it (K slice, stages and warps fix the shared memory and the block size),
+/// and every row of a (step, precision) on the K slice (the backend's default BK for every chunk
+/// size).
 constexpr bool same_layout_on_every_arch() {
     for (const kernel_choice& a : table)
-        for (const kernel_choice& b : table)
-            if (a.step == b.step && a.solve_precision == b.solve_precision &&
-                (a.k_slice != b.k_slice || a.stages != b.stages || a.warps != b.warps))
-                return false;
+        for (const kernel_choice& b : table) {
+            if (a.step != b.step || a.solve_precision != b.solve_precision) continue;
+            if (a.k_slice != b.k_slice) return false;
+            if (a.bt == b.bt && (a.stages != b.stages || a.warps != b.warps)) return false;
+        }
     return true;
 }
 constexpr bool has_every_row() {
@@ -118,6 +122,6 @@ constexpr bool has_every_row() {
     return true;
 }
 static_assert(has_every_row(), "The tuning table needs an arch-80 row for any chunk size for every (step, precision).");
-static_assert(same_layout_on_every_arch(), "The rows of one (step, precision) must share K slice, stages and warps (the host launches them).");
+static_assert(same_layout_on_every_arch(), "The rows of one (step, precision) must share the K slice, and those of one chunk size stages and warps (the host launches them).");
 
 }  // namespace kda::cuda::tuning
