@@ -25,9 +25,8 @@
 // "Tuning in effect" and "Measured and dropped"); every large benchmark shape ranked the candidates
 // the same way. The chunk-size-32 rows were measured on an H100 (bench/compare_fla.py --bt 32, bf16,
 // every candidate's library in the same call). The sm_80 rows repeat the sm_90 ones: no sm_80
-// device was measured. A candidate is measured by
-// building a benchmark binary from a copy of the headers with the row edited
-// (bench/build_device_bins.sh takes one include directory per variant).
+// device was measured. A candidate is measured by building a benchmark binary from a copy of the
+// headers with the row edited (bench/build_device_bins.sh takes one include directory per variant).
 #pragma once
 
 #include "../types.hpp"
