@@ -1,9 +1,11 @@
 """bench/kda_once.py: a few calls of one kda kernel (tf32) through kda_capi on compare_fla.py's inputs,
-B8 T4096 H32 bf16 at one K, for a profiler to capture one launch of: the inter-solve step (default),
-or, with --stage wy, the fused intra kernel with the WY outputs w, u, kg (V = K; FLA's dispatch point)
+B8 T4096 H32 bf16 at one K and chunk size (--bt, default 64), for a profiler to capture one launch of:
+the inter-solve step (default), or, with --stage wy, the fused intra kernel with the WY outputs w, u, kg
+(V = K; FLA's dispatch point)
 
     ncu --set full -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 255 [--safe]
     ncu --section SourceCounters -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 128 --stage wy
+    ncu --set full -k 'regex:chunk_kernel' -c 1 python3 bench/kda_once.py .dev/libkda_capi.so 37 --safe --bt 32
 """
 import argparse, os, sys
 
@@ -19,11 +21,17 @@ def main():
     ap.add_argument("--safe", action="store_true")
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--stage", choices=["inter-solve", "wy"], default="inter-solve")
+    ap.add_argument("--bt", type=int, choices=[32, 64], default=64, help="chunk size")
+    ap.add_argument("--shape", default="8,4096,32,32", metavar="B,T,H,HV", help="batch, tokens, q / k heads, value heads (GVA: HV > H)")
     a = ap.parse_args()
+    cf.BT, cf.NC = a.bt, a.bt // cf.BC
     lib = cf.load_capi(a.lib)
-    B, T, H, K = 8, 4096, 32, a.K
-    q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, torch.bfloat16, None, a.safe)
-    Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=torch.bfloat16)
+    B, T, H, HV = (int(x) for x in a.shape.split(","))
+    K = a.K
+    if a.stage == "wy" and HV != H:
+        sys.exit("--stage wy runs without GVA (HV = H)")
+    q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, HV, K, torch.bfloat16, None, a.safe)
+    Aqk = torch.zeros(B, T, HV, cf.BT, device="cuda", dtype=torch.bfloat16)
     Akk = torch.zeros_like(Aqk)
     if a.stage == "wy":
         v = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16)
@@ -34,11 +42,11 @@ def main():
         for _ in range(a.calls):
             run_wy()
     else:
-        run = cf.kda_runner(lib.kda_capi_inter_solve, B, T, H, H, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, Akkd, Aqk, Akk)
+        run = cf.kda_runner(lib.kda_capi_inter_solve, B, T, H, HV, K, torch.bfloat16, None, a.safe, K ** -0.5, q, k, g, beta, Akkd, Aqk, Akk)
         for _ in range(a.calls):
             run(1)
     torch.cuda.synchronize()
-    print(f"kda_once: {a.calls} calls of {a.stage}, K {K}, {'safe' if a.safe else 'not safe'}")
+    print(f"kda_once: {a.calls} calls of {a.stage}, B {B} T {T} H {H} HV {HV}, BT {a.bt}, K {K}, {'safe' if a.safe else 'not safe'}")
 
 
 if __name__ == "__main__":
