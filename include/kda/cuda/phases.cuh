@@ -859,15 +859,17 @@ struct chunk_item {
             if constexpr (Step::reads_akkd) {
                 // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
                 // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
-                // chunk's end
-                const int nrow = rows(s);
-#pragma unroll
-                for (int i = 0; i < BC * BC / 32; ++i) {
-                    const int e = lane + 32 * i;
-                    const int r = e / BC, j = e % BC;
-                    const bool ok = r < nrow && detail::akkd_keeps(r, j, Mode::safe_gate);
-                    b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
-                }
+                // chunk's end. Lane: row lane / 2, columns 8 (lane % 2) .. + 7, as two 16-byte
+                // loads and stores (element by element, the kernels spilled more registers)
+                static_assert(BC == 16 && (t_ld * 4) % 16 == 0, "A lane copies half a row of Akkd's block.");
+                const int nrow = rows(s), r = lane / 2, j0 = (lane % 2) * 8;
+                const float* src = s_akkd() + (s * BC + r) * BC + j0;
+                auto kept = [&](float4 v, int j) {
+                    auto at = [&](float x, int jj) { return r < nrow && detail::akkd_keeps(r, jj, Mode::safe_gate) ? x : 0.f; };
+                    return make_float4(at(v.x, j), at(v.y, j + 1), at(v.z, j + 2), at(v.w, j + 3));
+                };
+                *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0) = kept(load4(src), j0);
+                *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0 + 4) = kept(load4(src + 4), j0 + 4);
             } else {
                 // L_ss is in place (park_products / diag_exact: strict lower, 0 elsewhere)
                 if ((*s_flags() >> s) & 1u) diag_exact(s);  // warp-uniform
@@ -1039,10 +1041,10 @@ struct chunk_item {
                 __builtin_memcpy(&h, &hi, 2);
                 w[e] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
             }
-            *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+            st_global_16(dst, make_uint4(w[0], w[1], w[2], w[3]));
         } else {
-            reinterpret_cast<float4*>(dst)[0] = a;
-            reinterpret_cast<float4*>(dst)[1] = b;
+            st_global_16(dst, make_uint4(__float_as_uint(a.x), __float_as_uint(a.y), __float_as_uint(a.z), __float_as_uint(a.w)));
+            st_global_16(dst + 4, make_uint4(__float_as_uint(b.x), __float_as_uint(b.y), __float_as_uint(b.z), __float_as_uint(b.w)));
         }
     }
 
@@ -1057,17 +1059,21 @@ struct chunk_item {
 
     /// 16-byte stores: a lane writes 8 adjacent columns, BT / 8 lanes a row, 32 / (BT / 8) rows per
     /// warp pass. The last diagonal block of a partial chunk stops at column n - 1 (element stores).
+    /// A lane's rows are a fixed stride apart and every row of a chunk lies in one sequence, so its
+    /// output offsets are worked out once and stepped (not three 64-bit products per row and tensor).
     __device__ void store_outputs_vec() const {
-        constexpr int CPR = BT / 8, RPP = 32 / CPR;
+        constexpr int CPR = BT / 8, RPP = 32 / CPR, STEP = warps * RPP;
         const int n = static_cast<int>(c.n);
         const int col = (lane % CPR) * 8;
         const int sj = col / BC, cc = col % BC;
-        for (int r = warp * RPP + lane / CPR; r - lane / CPR < n; r += warps * RPP) {
+        const int r0 = warp * RPP + lane / CPR;
+        std::int64_t o_aqk = P.Aqk_s.at(c.b, token(r0), hv) + col, o_akk = P.Akk_s.at(c.b, token(r0), hv) + col;
+        const std::int64_t d_aqk = STEP * P.Aqk_s.t, d_akk = STEP * P.Akk_s.t;
+        for (int r = r0; r < n; r += STEP, o_aqk += d_aqk, o_akk += d_akk) {
             const int si = r / BC, rr = r % BC;
-            if (r >= n || sj > si) continue;
-            const std::int64_t t = token(r);
-            if (sj < si || Step::diagonal_blocks) store8_upto(P.Aqk + P.Aqk_s.at(c.b, t, hv) + col, s_aqk(si, sj) + rr * t_ld + cc, col, n);
-            store8_upto(P.Akk + P.Akk_s.at(c.b, t, hv) + col, s_ai(si, sj) + rr * t_ld + cc, col, n);
+            if (sj > si) continue;
+            if (sj < si || Step::diagonal_blocks) store8_upto(P.Aqk + o_aqk, s_aqk(si, sj) + rr * t_ld + cc, col, n);
+            store8_upto(P.Akk + o_akk, s_ai(si, sj) + rr * t_ld + cc, col, n);
         }
     }
 
@@ -1075,11 +1081,12 @@ struct chunk_item {
         if (kp.vec_out) return store_outputs_vec();
         const int n = static_cast<int>(c.n);
         const bool vec = kp.pair_out;
-        for (int r = warp; r < n; r += warps) {
+        std::int64_t o_aqk = P.Aqk_s.at(c.b, token(warp), hv), o_akk = P.Akk_s.at(c.b, token(warp), hv);
+        const std::int64_t d_aqk = warps * P.Aqk_s.t, d_akk = warps * P.Akk_s.t;
+        for (int r = warp; r < n; r += warps, o_aqk += d_aqk, o_akk += d_akk) {
             const int si = r / BC, rr = r % BC;
-            const std::int64_t t = token(r);
-            X* aqk_row = P.Aqk + P.Aqk_s.at(c.b, t, hv);
-            X* akk_row = P.Akk + P.Akk_s.at(c.b, t, hv);
+            X* aqk_row = P.Aqk + o_aqk;
+            X* akk_row = P.Akk + o_akk;
 #pragma unroll
             for (int col = 2 * lane; col < BT; col += 64) {
                 const int sj = col / BC, cc = col % BC;

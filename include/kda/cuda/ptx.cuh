@@ -112,6 +112,12 @@ __device__ __forceinline__ void cp_async_wait() {
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 
+/// One 16-byte global store (p 16-byte aligned), issued as such: the compiler may otherwise split a
+/// vector store whose address it cannot prove aligned into four 4-byte stores.
+__device__ __forceinline__ void st_global_16(void* p, uint4 v) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
 __device__ __forceinline__ void mbar_init(std::uint64_t* bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
