@@ -1,9 +1,9 @@
 """bench/compare_builds.py: two builds of kda_capi side by side in one process, kda only (no FLA):
-the inter-solve step and the fused intra stage (tf32) on B8 T4096 H32 bf16 at each K, both gate
-modes, at chunk size BT (default 64), L2 flushed, median of 30, the builds alternating per case;
-also whether their outputs are bit-identical.
+the inter-solve step and the fused intra stage (tf32) on B8 T4096 H32 at each K, both gate modes,
+at chunk size BT (default 64) and data type DTYPE (bf16, fp16 or fp32; default bf16), L2 flushed,
+median of 30, the builds alternating per case; also whether their outputs are bit-identical.
 
-    python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255 [BT]
+    python3 bench/compare_builds.py .dev/libkda_capi_cur.so .dev/libkda_capi.so 36,37,63,64,100,128,255 [BT [DTYPE]]
 """
 import os, sys
 
@@ -13,28 +13,33 @@ import compare_fla as cf  # noqa: E402
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
+    if len(sys.argv) not in (4, 5, 6):
         sys.exit(__doc__)
-    if len(sys.argv) == 5:
+    if len(sys.argv) >= 5:
         cf.BT = int(sys.argv[4])
         cf.NC = cf.BT // cf.BC
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    name = sys.argv[5] if len(sys.argv) == 6 else "bf16"
+    if name not in dtypes:
+        sys.exit(f"DTYPE must be one of {', '.join(dtypes)}, not {name!r}")
+    dt = dtypes[name]
     libs = [cf.load_capi(p) for p in sys.argv[1:3]]
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
     B, T, H = 8, 4096, 32
-    print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}  BT {cf.BT}")
+    print(f"# {torch.cuda.get_device_name()}  A = {sys.argv[1]}  B = {sys.argv[2]}  BT {cf.BT}  {name}")
     print("| K | mode | step A ms | step B ms | B/A | intra A ms | intra B ms | B/A | step bits equal | intra bits equal |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for K in [int(x) for x in sys.argv[3].split(",")]:
         for safe in (False, True):
-            q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, torch.bfloat16, None, safe)
+            q, k, g, beta, Akkd, _ = cf.make_inputs(B, T, H, H, K, dt, None, safe)
             times, outs = [], []
             for fn in ("kda_capi_inter_solve", "kda_capi_intra"):
                 row = []
                 for lib in libs:
-                    Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=torch.bfloat16)
+                    Aqk = torch.zeros(B, T, H, cf.BT, device="cuda", dtype=dt)
                     Akk = torch.zeros_like(Aqk)
                     ak = Akkd if fn == "kda_capi_inter_solve" else torch.zeros_like(Akkd)  # the intra stage's workspace
-                    run = cf.kda_runner(getattr(lib, fn), B, T, H, H, K, torch.bfloat16, None, safe, K ** -0.5, q, k, g, beta, ak, Aqk, Akk)
+                    run = cf.kda_runner(getattr(lib, fn), B, T, H, H, K, dt, None, safe, K ** -0.5, q, k, g, beta, ak, Aqk, Akk)
                     row.append(cf.time_it(lambda: run(1), flush, 30, False))
                     outs.append((Aqk.clone(), Akk.clone()))
                 times.append(row)

@@ -860,7 +860,7 @@ struct chunk_item {
                 // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
                 // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
                 // chunk's end. Lane: row lane / 2, columns 8 (lane % 2) .. + 7, as two 16-byte
-                // loads and stores (element by element, the kernels spilled more registers)
+                // loads and stores
                 static_assert(BC == 16 && (t_ld * 4) % 16 == 0, "A lane copies half a row of Akkd's block.");
                 const int nrow = rows(s), r = lane / 2, j0 = (lane % 2) * 8;
                 const float* src = s_akkd() + (s * BC + r) * BC + j0;
