@@ -1043,8 +1043,8 @@ struct chunk_item {
             }
             st_global_16(dst, make_uint4(w[0], w[1], w[2], w[3]));
         } else {
-            st_global_16(dst, make_uint4(__float_as_uint(a.x), __float_as_uint(a.y), __float_as_uint(a.z), __float_as_uint(a.w)));
-            st_global_16(dst + 4, make_uint4(__float_as_uint(b.x), __float_as_uint(b.y), __float_as_uint(b.z), __float_as_uint(b.w)));
+            st_global_16(dst, a);
+            st_global_16(dst + 4, b);
         }
     }
 
