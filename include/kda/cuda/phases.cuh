@@ -67,6 +67,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../detail/blocks.hpp"
 #include "../params.hpp"
@@ -860,16 +861,28 @@ struct chunk_item {
                 // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
                 // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
                 // chunk's end. Lane: row lane / 2, columns 8 (lane % 2) .. + 7, as two 16-byte
-                // loads and stores
-                static_assert(BC == 16 && (t_ld * 4) % 16 == 0, "A lane copies half a row of Akkd's block.");
-                const int nrow = rows(s), r = lane / 2, j0 = (lane % 2) * 8;
-                const float* src = s_akkd() + (s * BC + r) * BC + j0;
-                auto kept = [&](float4 v, int j) {
-                    auto at = [&](float x, int jj) { return r < nrow && detail::akkd_keeps(r, jj, Mode::safe_gate) ? x : 0.f; };
-                    return make_float4(at(v.x, j), at(v.y, j + 1), at(v.z, j + 2), at(v.w, j + 3));
-                };
-                *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0) = kept(load4(src), j0);
-                *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0 + 4) = kept(load4(src + 4), j0 + 4);
+                // loads and stores; for fp16 data element by element (8 elements per lane): the
+                // 16-byte form made ptxas spill 36-52 bytes in those kernels and the step 2-4% slower
+                const int nrow = rows(s);
+                if constexpr (!std::is_same_v<X, fp16_t>) {
+                    static_assert(BC == 16 && (t_ld * 4) % 16 == 0, "A lane copies half a row of Akkd's block.");
+                    const int r = lane / 2, j0 = (lane % 2) * 8;
+                    const float* src = s_akkd() + (s * BC + r) * BC + j0;
+                    auto kept = [&](float4 v, int j) {
+                        auto at = [&](float x, int jj) { return r < nrow && detail::akkd_keeps(r, jj, Mode::safe_gate) ? x : 0.f; };
+                        return make_float4(at(v.x, j), at(v.y, j + 1), at(v.z, j + 2), at(v.w, j + 3));
+                    };
+                    *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0) = kept(load4(src), j0);
+                    *reinterpret_cast<float4*>(b_Ai + r * t_ld + j0 + 4) = kept(load4(src + 4), j0 + 4);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < BC * BC / 32; ++i) {
+                        const int e = lane + 32 * i;
+                        const int r = e / BC, j = e % BC;
+                        const bool ok = r < nrow && detail::akkd_keeps(r, j, Mode::safe_gate);
+                        b_Ai[r * t_ld + j] = ok ? s_akkd()[(s * BC + r) * BC + j] : 0.f;
+                    }
+                }
             } else {
                 // L_ss is in place (park_products / diag_exact: strict lower, 0 elsewhere)
                 if ((*s_flags() >> s) & 1u) diag_exact(s);  // warp-uniform
