@@ -861,10 +861,11 @@ struct chunk_item {
                 // Akkd's block (staged by prefetch): strict lower part (L_ss), or lower part with
                 // the diagonal (safe gate: the inverse itself); zeros elsewhere, nothing past the
                 // chunk's end. Lane: row lane / 2, columns 8 (lane % 2) .. + 7, as two 16-byte
-                // loads and stores; for fp16 data element by element (8 elements per lane): the
-                // 16-byte form made ptxas spill 36-52 bytes in those kernels and the step 2-4% slower
+                // loads and stores; for fp16 data at chunk size 64 element by element (8 elements
+                // per lane): there the 16-byte form made ptxas spill 36-52 bytes and the step 2-4%
+                // slower (at chunk size 32 it spills less than the element-wise form)
                 const int nrow = rows(s);
-                if constexpr (!std::is_same_v<X, fp16_t>) {
+                if constexpr (!(std::is_same_v<X, fp16_t> && BT == 64)) {
                     static_assert(BC == 16 && (t_ld * 4) % 16 == 0, "A lane copies half a row of Akkd's block.");
                     const int r = lane / 2, j0 = (lane % 2) * 8;
                     const float* src = s_akkd() + (s * BC + r) * BC + j0;
